@@ -5,6 +5,14 @@ that checks expected offsets (INVALID_REQUEST), a compacted topic's record witho
 (INVALID_RECORD), a record over max_message_bytes (MESSAGE_TOO_LARGE). Each was written in
 both functions; the refusals and their messages are unchanged.
 
+And publish_pending locks the staged records' topics FOR SHARE, in topic order, before it takes
+any partition's row lock (topic then partition, as a delete locks them). An application whose
+transaction runs under REPEATABLE READ or SERIALIZABLE read the topic's config in the snapshot
+of its first statement, so a topic made compacted after it (or made to check expected offsets,
+or given a smaller max_message_bytes) was not seen and the staged records were published under
+the old config; such a commit now fails with a serialization failure. Under every isolation
+level the commit waits for an alter or a delete of the topic in flight.
+
 CREATE OR REPLACE keeps the functions' owner and outbox.append's EXECUTE grants (outbox
 grant-appender's), and older processes keep working beside them. The downgrade puts 0038's
 appender and publish_pending back, then drops outbox.check_topic_config. SQLite has no

@@ -1,6 +1,8 @@
 """Upgrading to 0039 and back on PostgreSQL: outbox.append and publish_pending check the topic's
 config through one function, outbox.check_topic_config, and answer each refusal with the code
-and message 0038's functions answered."""
+and message 0038's functions answered; under REPEATABLE READ a commit whose topic was altered
+after the application's snapshot fails with a serialization failure from 0039 on, and published
+its records under the config of the snapshot before (and after the downgrade)."""
 
 from __future__ import annotations
 
@@ -53,6 +55,21 @@ def _checked_in_one_place(url: str) -> bool:
     return row is not None and row[0] is not None
 
 
+def _published_though_altered_after_the_snapshot(url: str) -> bool:
+    """A record without a key staged to t/0 under REPEATABLE READ, t made compacted by another
+    transaction before the commit: whether the commit published the record."""
+    with psycopg.connect(_psycopg(url)) as app, psycopg.connect(_psycopg(url), autocommit=True) as admin:
+        admin.execute(f"UPDATE topics SET {DEFAULT} WHERE topic_id = 1")
+        app.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        app.execute("SELECT outbox.append('t', 0, NULL, '1')")
+        admin.execute("UPDATE topics SET cleanup_policy = 'compact' WHERE topic_id = 1")
+        try:
+            app.commit()
+        except psycopg.errors.SerializationFailure:
+            return False
+    return True
+
+
 @pytest.mark.parametrize("empty_url", ["postgresql"], indirect=True)
 def test_0039_checks_the_topic_s_config_in_one_function_with_0038_s_refusals_and_the_downgrade_keeps_them(
         empty_url: str) -> None:
@@ -68,3 +85,16 @@ def test_0039_checks_the_topic_s_config_in_one_function_with_0038_s_refusals_and
     command.downgrade(config, "0038")
     assert _refusals(empty_url) == refusals
     assert not _checked_in_one_place(empty_url)
+
+
+@pytest.mark.parametrize("empty_url", ["postgresql"], indirect=True)
+def test_0039_fails_a_commit_whose_topic_changed_after_its_snapshot_and_the_downgrade_publishes_it(
+        empty_url: str) -> None:
+    config = at_revision(empty_url, "0038", topic_t(1), PARTITION)
+    assert _published_though_altered_after_the_snapshot(empty_url)
+
+    command.upgrade(config, "0039")
+    assert not _published_though_altered_after_the_snapshot(empty_url)
+
+    command.downgrade(config, "0038")
+    assert _published_though_altered_after_the_snapshot(empty_url)
