@@ -402,3 +402,68 @@ def test_a_commit_waits_for_an_alter_of_its_topic_in_flight_and_meets_the_config
         assert [type(e) for e in refused] == [psycopg.errors.InvalidParameterValue]
         assert str(refused[0]).startswith("INVALID_RECORD: topic 'orders' is compacted (cleanup_policy compact)")
     assert offsets_and_values(client) == []
+
+
+def test_commits_alters_and_deletes_of_their_topics_at_once_never_deadlock(url: str, client: Any) -> None:
+    """publish_pending locks its records' topics, then their partitions; a delete locks its
+    topic, then its partitions; an alter its topic alone; a Send partitions alone. Application
+    transactions appending to two topics in either order, committing while the topics are
+    altered, one of them deleted and created again, and Sends append to both: every commit
+    publishes or is refused by the topic's state (deleted, UNKNOWN_TOPIC_OR_PARTITION), and
+    none is chosen as a deadlock's victim, nor is any alter, delete or Send. (With the topic
+    locked after its partitions instead, a delete here is a deadlock's victim within seconds.)"""
+    create_topic(client, "events", partitions=2)
+    stop = threading.Event()
+    failures: list[str] = []
+    published = [0]
+
+    def application(first: str, second: str) -> None:
+        with psycopg.connect(url) as app:
+            while not stop.is_set():
+                try:
+                    for topic in (first, second):
+                        for partition in (1, 0):
+                            app.execute("SELECT outbox.append(%s, %s, 'k', '1')", (topic, partition))
+                    app.commit()
+                    published[0] += 1
+                except psycopg.errors.UndefinedObject:
+                    app.rollback()  # the topic deleted (and created again) meanwhile
+                except psycopg.Error as e:
+                    app.rollback()
+                    failures.append(f"{type(e).__name__}: {e}")
+
+    def admin() -> None:
+        size = 1000
+        while not stop.is_set():
+            size = 3000 - size
+            for name in ("orders", "events"):
+                r = client.patch(f"/v1/topics/{name}", json={"config": {"max_message_bytes": size}})
+                if r.status_code not in (200, 404):
+                    failures.append(f"alter {name}: {r.status_code} {r.text}")
+            r = client.delete("/v1/topics/events")
+            if r.status_code not in (204, 404):
+                failures.append(f"delete: {r.status_code} {r.text}")
+            r = client.post("/v1/topics", json={"name": "events", "partitions": 2})
+            if r.status_code not in (201, 409):
+                failures.append(f"create: {r.status_code} {r.text}")
+
+    def sender() -> None:
+        while not stop.is_set():
+            for name in ("events", "orders"):
+                r = client.post("/v1/records", json={"batches": [
+                    {"topic": name, "partition": p, "records": [{"key": "k", "value": 1}]} for p in (1, 0)]})
+                if r.status_code not in (200, 404):
+                    failures.append(f"send {name}: {r.status_code} {r.text}")
+
+    threads = [threading.Thread(target=application, args=order) for order in
+               [("orders", "events"), ("events", "orders"), ("orders", "events"), ("events", "orders")]]
+    threads += [threading.Thread(target=admin), threading.Thread(target=sender)]
+    for t in threads:
+        t.start()
+    stop.wait(4)
+    stop.set()
+    for t in threads:
+        t.join(30)
+    assert not any(t.is_alive() for t in threads)
+    assert failures == []
+    assert published[0] > 0
