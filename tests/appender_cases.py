@@ -184,7 +184,7 @@ CASES = [
     Case("an unknown topic", (Record(),), topic="nope", error="UNKNOWN_TOPIC_OR_PARTITION"),
     Case("a partition the topic does not have", (Record(),), partition=2, error="UNKNOWN_TOPIC_OR_PARTITION"),
     Case("a negative partition", (Record(),), partition=-1, error="INVALID_REQUEST"),
-    # (found by review) A name no topic may have (app.domain.records.check_address) is the caller's
+    # A name no topic may have (app.domain.records.check_address) is the caller's
     # mistake, not a topic that does not exist.
     Case("a topic name no topic may have", (Record(),), topic="a/b", error="INVALID_REQUEST"),
     Case("an empty topic name", (Record(),), topic="", error="INVALID_REQUEST"),
@@ -195,7 +195,7 @@ CASES = [
     Case("a topic checking expected offsets refuses an append without one", (Record(),),
          config={"check_expected_offsets": True}, error="INVALID_REQUEST"),
     Case("a number beyond a 64-bit float", (Record(10 ** 400),), error="INVALID_REQUEST"),
-    # (found by review) Finite as a 64-bit float (it reads as 0.0, as orjson and every parser read
+    # Finite as a 64-bit float (it reads as 0.0, as orjson and every parser read
     # it); PostgreSQL's numeric, which outbox.append parses a value with, holds no exponent below
     # -16383 and refused it: the one rule of a finite number, checked two ways that disagree.
     Case("a number too small for PostgreSQL's numeric is a float's 0 and is stored as sent",
@@ -219,7 +219,7 @@ CASES = [
          appenders=(SEND, SQL)),
     Case("a lone surrogate escape in a header", (Record(1, headers={"h": "\ud800"}),), error="INVALID_REQUEST",
          appenders=(SEND, SQL)),
-    # (found by review) outbox.append looked closely only at a text holding a high surrogate's escape;
+    # outbox.append looked closely only at a text holding a high surrogate's escape;
     # PostgreSQL's json type takes a lone low one (\\udc00..\\udfff) unparsed (migration 0038).
     Case("a lone low surrogate escape in a value", (Record("\udc00"),), error="INVALID_REQUEST",
          appenders=(SEND, SQL)),

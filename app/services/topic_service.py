@@ -126,9 +126,10 @@ class TopicService:
         write to the topic or stage offsets for it.
 
         Lock order: the topic row, then its partition rows in partition order, then the
-        reads. Appenders lock a transaction row, then partition rows in order; they never
-        lock a topic row (Send reads it without a lock) and this never locks a transaction
-        row, so there is no cycle: a Send holding a partition this waits for finishes, and
+        reads. Appenders lock a transaction row, then partition rows in order; a Send never
+        locks a topic row (it reads it without a lock), publish_pending (PostgreSQL's
+        outbox.append, at the commit) locks it FOR SHARE before any partition row, as this
+        does, and this never locks a transaction row, so there is no cycle: a Send holding a partition this waits for finishes, and
         one that comes later waits for this and then finds the partition gone. Only once
         every partition is held is the search for transactions sound: a Send that started a
         transaction in the topic has committed (and is found), and none can start one now.

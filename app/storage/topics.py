@@ -7,9 +7,12 @@ and FOR KEY SHARE by what stages or commits group offsets for it (AddOffsets, of
 commits), so that those either commit before a delete looks for their offsets or find the
 topic gone. Send reads the row without a lock (it is the hot path): a delete keeps Sends out
 through the partition rows instead, which it locks in partition order before it looks for
-transactions (lock_partitions). Nothing that holds a partition or transaction row lock ever
-waits for a topic row, so none of this can deadlock with the appenders' order (transaction
-row, then partitions).
+transactions (lock_partitions). PostgreSQL's publish_pending, at the commit of an application's
+transaction that appended with outbox.append, locks its topics' rows FOR SHARE in topic order
+before any partition row, as a delete does (topic, then partitions), so that it waits for an
+alter or a delete in flight and publishes under the config it then reads. Nothing that holds a
+partition or transaction row lock ever waits for a topic row, so none of this can deadlock
+with the appenders' order (transaction row, then partitions).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """outbox.append refuses a lone low surrogate's escape (\\udc00 to \\udfff) in a value or a
-header, as a Send does (sql/0038_appender.postgresql.sql; found by review).
+header, as a Send does (sql/0038_appender.postgresql.sql).
 
 It looked closely (a cast to jsonb, which refuses a lone surrogate) only at a text holding a
 high surrogate's escape, `\\u[dD][89abAB]`; PostgreSQL's json type takes a lone low one
@@ -9,10 +9,10 @@ invalid_text_representation, a raw database error instead of INVALID_REQUEST.
 
 It also refuses a topic name no topic may have (empty, over 249 characters, a '/' or a control
 character) with INVALID_REQUEST, as a Send and the Python API do (app.domain.records
-check_address), before the lookup; it answered UNKNOWN_TOPIC_OR_PARTITION (found by review).
+check_address), before the lookup; it answered UNKNOWN_TOPIC_OR_PARTITION.
 And it takes a number PostgreSQL's numeric cannot hold where a 64-bit float holds it (such as
 1e-16384, a float's 0, or 1 with more than 16383 fraction digits), as a Send stores it; it
-refused every such number, as its cast to jsonb failed (found by review). It still refuses a
+refused every such number, as its cast to jsonb failed. It still refuses a
 number no float holds finite.
 Records stored before are not checked again.
 
@@ -21,7 +21,7 @@ to the topic's config at the application's commit, where they take their offsets
 changed after outbox.append staged them (the topic made compacted, made to check expected
 offsets, a smaller max_message_bytes) fails the commit with the refusal a Send would get then
 (INVALID_RECORD, INVALID_REQUEST, MESSAGE_TOO_LARGE), as a topic deleted in between fails it.
-Such records were published under the config of their staging (found by review).
+Such records were published under the config of their staging.
 
 CREATE OR REPLACE keeps the functions' owner and outbox.append's EXECUTE grants (outbox
 grant-appender's), and older processes keep working beside them. The downgrade puts 0034's

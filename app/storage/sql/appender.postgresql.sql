@@ -38,8 +38,8 @@ BEGIN
     END IF;
     -- A name no topic may have, as a Send's schema and the Python API refuse it
     -- (app.domain.records.check_address): the caller's mistake, not a topic that does not
-    -- exist, so checked before the lookup (an impossible name was UNKNOWN_TOPIC_OR_PARTITION
-    -- here, found by review). Text cannot hold NUL, the one control character not listed.
+    -- exist, so checked before the lookup. Text cannot hold NUL, the one control character
+    -- not listed.
     IF topic IS NULL OR NOT char_length(topic) BETWEEN 1 AND 249 OR topic ~ '[/\x01-\x1f\x7f]' THEN
         RAISE EXCEPTION 'INVALID_REQUEST: topic: a topic''s name is 1 to 249 characters without ''/'' or control characters, not %',
             coalesce(quote_literal(left(topic, 300)), 'null')
@@ -75,14 +75,12 @@ BEGIN
         RAISE EXCEPTION 'INVALID_RECORD: topic % is a % topic; outbox.append appends to json topics only',
             quote_literal(topic), t.value_format USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF t.check_expected_offsets THEN
-        RAISE EXCEPTION 'INVALID_REQUEST: topic % has check_expected_offsets: every batch needs expected_offset',
-            quote_literal(topic) USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF key IS NULL AND t.cleanup_policy LIKE 'compact%' THEN
-        RAISE EXCEPTION 'INVALID_RECORD: topic % is compacted (cleanup_policy %): every record needs a key',
-            quote_literal(topic), t.cleanup_policy USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    -- The topic's config (check_topic_config, which publish_pending holds the record to again
+    -- at the commit): its rules for every batch and for keys now, its max_message_bytes below,
+    -- once the record's size as stored is known.
+    PERFORM outbox.check_topic_config(topic, "partition", t.cleanup_policy, t.check_expected_offsets,
+                                      t.max_message_bytes, keyless => key IS NULL, size_bytes => NULL,
+                                      staged => false);
     -- (A key with NUL never gets here: PostgreSQL's text cannot hold one.) The escape \u0000,
     -- not an escaped backslash followed by u0000.
     IF headers_text ~ '(^|[^\\])(\\\\)*\\u0000' THEN
@@ -90,9 +88,9 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     -- jsonb refuses what the json type lets through and readers' parsers refuse: a lone
-    -- surrogate escape, high (\ud800-\udbff) or low (\udc00-\udfff; a low one missed here was
-    -- stored, found by review). Only a text holding a surrogate escape can fail the cast, and only
-    -- such a text enters the block (each entry is a subtransaction).
+    -- surrogate escape, high (\ud800-\udbff) or low (\udc00-\udfff). Only a text holding a
+    -- surrogate escape can fail the cast, and only such a text enters the block (each entry is
+    -- a subtransaction).
     IF headers_text ~ '\\u[dD][89a-fA-F]' THEN
         BEGIN
             PERFORM headers::jsonb;
@@ -128,7 +126,7 @@ BEGIN
         EXCEPTION WHEN numeric_value_out_of_range THEN
             -- jsonb's numeric holds no number from 10^131072 nor one with an exponent below
             -- -16383 or more than 16383 fraction digits, where a float holds many (1e-16384 is
-            -- its 0; such a value was refused, found by review). Checked instead, as jsonb,
+            -- its 0, which a Send takes). Checked instead, as jsonb,
             -- with each number written as a float reads it closely enough: 0 below 10^-400, 1e400
             -- (refused below) from 10^401, else its first 400 significant digits, which tell it
             -- from 2^1024 - 2^970 (309 of them) exactly. What is stored is the value as sent.
@@ -183,14 +181,11 @@ BEGIN
     END IF;
     -- Kafka's max.message.bytes, as a Send checks it (app.domain.topic_config.check_record_size):
     -- the record's bytes as stored, key, value and headers.
-    IF coalesce(octet_length(key), 0) + coalesce(octet_length(value_text), 0) + coalesce(octet_length(headers_text), 0)
-       > t.max_message_bytes THEN
-        RAISE EXCEPTION 'MESSAGE_TOO_LARGE: a record of %/% is % bytes (key, value and headers), more than topic %''s max_message_bytes %',
-            topic, "partition",
-            coalesce(octet_length(key), 0) + coalesce(octet_length(value_text), 0) + coalesce(octet_length(headers_text), 0),
-            quote_literal(topic), t.max_message_bytes
-            USING ERRCODE = 'program_limit_exceeded';
-    END IF;
+    PERFORM outbox.check_topic_config(topic, "partition", t.cleanup_policy, t.check_expected_offsets,
+                                      t.max_message_bytes, keyless => key IS NULL,
+                                      size_bytes => coalesce(octet_length(key), 0) + coalesce(octet_length(value_text), 0)
+                                                    + coalesce(octet_length(headers_text), 0),
+                                      staged => false);
     IF message_id IS NOT NULL THEN
         -- Published before (a retry of an application transaction that committed), or
         -- already staged by this transaction: nothing to do. Two transactions staging one

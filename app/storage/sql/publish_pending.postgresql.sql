@@ -44,6 +44,17 @@ BEGIN
         INSERT INTO outbox.publish_requests (xact) VALUES (me);
         RETURN NULL;
     END IF;
+    -- The staged records' topics, FOR SHARE, in topic order, before any partition's row lock:
+    -- topic then partition, the order in which a delete locks them (app/storage/topics.py), and
+    -- nothing that holds a partition row waits for a topic row, so this cannot deadlock. The
+    -- lock waits for an alter or a delete in flight, and keeps the config read below until the
+    -- commit. Under REPEATABLE READ or SERIALIZABLE this function reads in the snapshot of the
+    -- application's first statement: a topic row changed since (an alter or a delete committed
+    -- after it) fails the commit here with a serialization failure, rather than publish the
+    -- records under a config the snapshot does not show.
+    PERFORM FROM @log_schema@.topics t
+    WHERE t.topic_id IN (SELECT p.topic_id FROM outbox.pending_records p WHERE p.xact = me)
+    ORDER BY t.topic_id FOR SHARE OF t;
     -- In partition order, as a Send locks partitions, so that two committing transactions
     -- cannot deadlock on each other's partitions.
     FOR part IN
@@ -64,26 +75,14 @@ BEGIN
                 part.topic_id USING ERRCODE = 'undefined_object';
         END IF;
         -- The records are appended now, after every record a Send appended before: held to the
-        -- topic's config of now, as outbox.append held them to the config when it staged them
-        -- (a config changed in between was skipped, found by review). Each refusal is
-        -- outbox.append's, which is a Send's. Read after the partition's row lock is taken, so a
-        -- change committed while this waited for it is seen; the row is not locked: nothing
-        -- holding a partition row waits for a topic row (app/storage/topics.py).
+        -- topic's config of now, as outbox.append held them to the config when it staged them.
+        -- Read in a statement after the topic's lock above, so that under READ COMMITTED an
+        -- alter committed while this waited for that lock is seen; none commits after it.
         SELECT t.name, t.cleanup_policy, t.check_expected_offsets, t.max_message_bytes INTO topic_now
         FROM @log_schema@.topics t WHERE t.topic_id = part.topic_id;
-        IF topic_now.check_expected_offsets THEN
-            RAISE EXCEPTION 'INVALID_REQUEST: topic % has check_expected_offsets: every batch needs expected_offset (set after outbox.append staged this transaction''s records)',
-                quote_literal(topic_now.name) USING ERRCODE = 'invalid_parameter_value';
-        END IF;
-        IF part.keyless AND topic_now.cleanup_policy LIKE 'compact%' THEN
-            RAISE EXCEPTION 'INVALID_RECORD: topic % is compacted (cleanup_policy %): every record needs a key (set after outbox.append staged this transaction''s records)',
-                quote_literal(topic_now.name), topic_now.cleanup_policy USING ERRCODE = 'invalid_parameter_value';
-        END IF;
-        IF part.largest > topic_now.max_message_bytes THEN
-            RAISE EXCEPTION 'MESSAGE_TOO_LARGE: a record of %/% is % bytes (key, value and headers), more than topic %''s max_message_bytes % (set after outbox.append staged it)',
-                topic_now.name, part."partition", part.largest, quote_literal(topic_now.name), topic_now.max_message_bytes
-                USING ERRCODE = 'program_limit_exceeded';
-        END IF;
+        PERFORM outbox.check_topic_config(topic_now.name, part."partition", topic_now.cleanup_policy,
+                                          topic_now.check_expected_offsets, topic_now.max_message_bytes,
+                                          keyless => part.keyless, size_bytes => part.largest, staged => true);
         -- The records, and the message ids of those given one at the same offsets: the CTE is
         -- computed once, so both take each record's offset from one numbering.
         WITH staged AS (
