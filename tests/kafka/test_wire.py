@@ -301,7 +301,7 @@ def test_an_idempotent_retry_is_answered_with_the_first_offsets_and_written_once
 
 def test_an_idempotent_batch_with_a_negative_base_sequence_is_refused_as_the_http_door_refuses_it(
         kafka: Listener) -> None:
-    """(found by review) A base sequence below 0 is no batch's (Kafka's are 0 to 2^31-1): the HTTP
+    """A base sequence below 0 is no batch's (Kafka's are 0 to 2^31-1): the HTTP
     door's schema refuses it (422 INVALID_REQUEST), and the service both doors call must too. It
     was judged by check_sequence as overlapping what was written and answered
     DUPLICATE_SEQUENCE_NUMBER, which a Kafka producer takes as success: its records acknowledged,
