@@ -95,3 +95,43 @@ def test_a_change_of_another_partition_does_not_wake_a_waiter() -> None:
         return await waiting
 
     assert _run(scenario) is False
+
+
+def test_a_waiter_is_not_ended_by_the_wake_of_a_change_it_had_already_seen() -> None:
+    # A change's wake reaches the event loop after the change is counted: a reader that took
+    # its version between the two (so its fetch saw the change) and began to wait is found
+    # among the partition's waiters by that wake. Nothing changed since its version: it must
+    # go on waiting, as a long-poll Fetch that ends its wait early answers with nothing.
+    newer_timeout_s = 0.5
+
+    async def scenario(changes: LogChanges) -> tuple[bool, bool, float]:
+        loop = asyncio.get_running_loop()
+        forward = loop.call_soon_threadsafe
+        counted, release = threading.Event(), threading.Event()
+
+        def late(*args):  # type: ignore[no-untyped-def]
+            counted.set()
+            release.wait(10)  # the telling thread is held between its count and its wake
+            return forward(*args)
+
+        loop.call_soon_threadsafe = late  # type: ignore[method-assign]
+        older = await _registered(changes, [KEY], changes.now(), timeout_s=60)
+        telling = threading.Thread(target=changes.changed, args=([KEY],))
+        telling.start()
+        while not counted.is_set():
+            await asyncio.sleep(0.01)
+        loop.call_soon_threadsafe = forward  # type: ignore[method-assign]
+        newer = asyncio.ensure_future(changes.wait([KEY], changes.now(), timeout_s=newer_timeout_s))
+        while changes.waiting < 2:
+            await asyncio.sleep(0)
+        started = loop.time()
+        release.set()
+        telling.join()
+        older_moved = await asyncio.wait_for(older, 10)
+        newer_moved = await asyncio.wait_for(newer, 10)
+        return older_moved, newer_moved, loop.time() - started
+
+    older_moved, newer_moved, newer_waited_s = _run(scenario)
+    assert older_moved is True
+    assert newer_moved is False
+    assert newer_waited_s >= 0.4  # its whole timeout (0.5 s), not ended by the older waiter's wake
