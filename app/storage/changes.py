@@ -217,7 +217,17 @@ class LogChanges:
         try:
             # asyncio.timeout, not wait_for: no second task per waiter (Python 3.11).
             async with asyncio.timeout(timeout_s):
-                await event.wait()
+                # A wake is for the partition, not for this waiter's version: one scheduled by
+                # a change this waiter's reader had already seen (its version taken between the
+                # change's count and the wake reaching the loop), or meant for an older waiter
+                # of the partition, finds it too. Only a change after `since` ends the wait.
+                # Nothing runs between the look and the clear: a change counted after the look
+                # schedules a wake of its own, which sets the event again.
+                while True:
+                    await event.wait()
+                    if self.moved(keys, since):
+                        break
+                    event.clear()
         except TimeoutError:
             pass
         finally:
