@@ -135,3 +135,20 @@ def test_a_waiter_is_not_ended_by_the_wake_of_a_change_it_had_already_seen() -> 
     assert older_moved is True
     assert newer_moved is False
     assert newer_waited_s >= 0.4  # its whole timeout (0.5 s), not ended by the older waiter's wake
+
+
+def test_a_partition_that_stopped_changing_is_forgotten_in_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Topics come and go (each one's partitions changed, then deleted): the process keeps the
+    # last change of the partitions that change, not of every partition it ever heard of.
+    clock = [0.0]
+    monkeypatch.setattr("app.storage.changes.time.monotonic", lambda: clock[0])
+
+    async def scenario(changes: LogChanges) -> int:
+        for topic_id in range(100, 1100):
+            changes.changed([(topic_id, 0), (topic_id, 1)])
+        for _ in range(4):
+            clock[0] += 3600
+            changes.changed([KEY])
+        return len(changes._changed_at)
+
+    assert _run(scenario) == 1  # KEY's
