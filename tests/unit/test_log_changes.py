@@ -152,3 +152,23 @@ def test_a_partition_that_stopped_changing_is_forgotten_in_time(monkeypatch: pyt
         return len(changes._changed_at)
 
     assert _run(scenario) == 1  # KEY's
+
+
+def test_a_reader_whose_version_predates_a_forgotten_change_is_told_its_partitions_may_have_changed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = [0.0]
+    monkeypatch.setattr("app.storage.changes.time.monotonic", lambda: clock[0])
+
+    async def scenario(changes: LogChanges) -> tuple[bool, bool, int]:
+        old = changes.now()  # a stream with nothing to send holds its version for hours
+        changes.changed([OTHER])
+        for _ in range(4):
+            clock[0] += 3600
+            changes.changed([KEY])
+        fresh = changes.now()
+        return changes.moved([OTHER], old), changes.moved([OTHER], fresh), len(changes._changed_at)
+
+    old_moved, fresh_moved, remembered = _run(scenario)
+    assert remembered == 1  # OTHER's change is forgotten...
+    assert old_moved is True  # ...and the reader that had not seen it is still told of it
+    assert fresh_moved is False
