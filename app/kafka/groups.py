@@ -407,9 +407,18 @@ class GroupApis:
                          committed_leader_epoch=NO_LEADER_EPOCH if o is None else o.leader_epoch,
                          metadata="" if o is None or o.metadata is None else o.metadata, error_code=ErrorCode.none)
 
-        return build(m.OffsetFetchResponse, throttle_time=NO_WAIT, error_code=ErrorCode.none, topics=tuple(
+        answered = tuple(
             build(m.OffsetFetchResponseTopic, name=topic, partitions=tuple(partition(topic, i) for i in indexes))
-            for topic, indexes in wanted.items()))
+            for topic, indexes in wanted.items())
+        # From version 2 the answer has an error of its own, and a client of those versions
+        # retries the coordinator's "still loading" only there (a partition's it takes as an
+        # unexpected error and gives up): said there as well as on the partition, which a
+        # client that reads only the partitions' retries.
+        loading = version >= 2 and any(p.error_code == ErrorCode.coordinator_load_in_progress
+                                       for t in answered for p in t.partitions)
+        return build(m.OffsetFetchResponse, throttle_time=NO_WAIT,
+                     error_code=ErrorCode.coordinator_load_in_progress if loading else ErrorCode.none,
+                     topics=answered)
 
     # --- DeleteGroups, OffsetDelete (the administration of groups) -------------------------
 

@@ -22,7 +22,8 @@ then find it gone), notes the partition on its connection (`mark_changed`). Then
 
 Only the waiters of a partition that changed are woken: a commit to a partition nobody waits
 on costs a counter and a dictionary entry, whatever the number of waiters, taken in the
-thread that tells of it, without waking the event loop.
+thread that tells of it, without waking the event loop. The entry is forgotten once the
+partition has not changed for FORGET_AFTER_S (`_forget`): topics come and go.
 
 A notification can be lost (the listening connection drops; its reconnection then wakes every
 waiter, as what committed meanwhile is unknown). Under that, on PostgreSQL, the listener reads
@@ -63,6 +64,9 @@ CHANNEL = "outbox_log"
 # waiters.
 RECHECK_S = 30.0
 DATA_VERSION_POLL_S = 0.05  # SQLite: how often other processes' commits are looked for
+# A partition's last change is remembered at least this long, at most twice it (`_forget`):
+# longer than a long-poll holds its version (OUTBOX_FETCH_MAX_WAIT_MS is at most 600 s).
+FORGET_AFTER_S = 600.0
 _CHANGED = "outbox_changed_partitions"
 _ANNOUNCED = "outbox_announced_partitions"  # of _CHANGED, those a statement has notified already
 
@@ -124,6 +128,9 @@ class LogChanges:
         self._now = 0  # moved by every change heard of
         self._changed_at: dict[Key, int] = {}  # each partition's last change, in `_now`'s numbers
         self._everything_at = 0  # when any partition may have changed (a listener reconnecting)
+        # `_forget`: the version below which changes are forgotten next, and when.
+        self._forget_below = 0
+        self._forget_at = time.monotonic() + FORGET_AFTER_S
         self._waiters: dict[Key, set[asyncio.Event]] = {}
         # Held while the version moves (from any thread: the request threads' commits, the
         # listener) and while a waiter registers and looks at it (on the loop). Without it two
@@ -188,10 +195,13 @@ class LogChanges:
 
     def moved(self, keys: Iterable[Key], since: int) -> bool:
         """Whether one of these partitions may have changed after `since` (or the server is closing)."""
-        if self.closing or self._everything_at > since:
+        if self.closing:
             return True
         changed_at = self._changed_at
-        return any(changed_at.get(k, 0) > since for k in keys)
+        if any(changed_at.get(k, 0) > since for k in keys):
+            return True
+        # Read after the partitions' entries: `_forget` raises it before it drops any.
+        return self._everything_at > since
 
     @property
     def waiting(self) -> int:
@@ -217,7 +227,17 @@ class LogChanges:
         try:
             # asyncio.timeout, not wait_for: no second task per waiter (Python 3.11).
             async with asyncio.timeout(timeout_s):
-                await event.wait()
+                # A wake is for the partition, not for this waiter's version: one scheduled by
+                # a change this waiter's reader had already seen (its version taken between the
+                # change's count and the wake reaching the loop), or meant for an older waiter
+                # of the partition, finds it too. Only a change after `since` ends the wait.
+                # Nothing runs between the look and the clear: a change counted after the look
+                # schedules a wake of its own, which sets the event again.
+                while True:
+                    await event.wait()
+                    if self.moved(keys, since):
+                        break
+                    event.clear()
         except TimeoutError:
             pass
         finally:
@@ -246,6 +266,7 @@ class LogChanges:
                 self._changed_at[k] = now
                 if k in self._waiters:
                     waited.append(k)
+            self._forget()
         if waited and self._loop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._wake, waited)
 
@@ -256,6 +277,25 @@ class LogChanges:
             anyone = bool(self._waiters)
         if anyone and self._loop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._wake_all)
+
+    def _forget(self) -> None:
+        """(The lock held.) Every FORGET_AFTER_S, forget the partitions whose last change is
+        older than the previous such moment: a process hears of every partition that changes,
+        and topics come and go. A reader whose version is older than that (it has held it more
+        than FORGET_AFTER_S: a stream with nothing to send) is told that its partitions may
+        have changed, as after a listener's reconnection: one read more, never a change slept
+        through."""
+        at = time.monotonic()
+        if at < self._forget_at:
+            return
+        floor = self._forget_below
+        if floor:
+            # Raised before the entries go: `moved` reads it after them.
+            self._everything_at = max(self._everything_at, floor)
+            for k in [k for k, v in self._changed_at.items() if v < floor]:
+                del self._changed_at[k]
+        self._forget_below = self._now
+        self._forget_at = at + FORGET_AFTER_S
 
     def _wake(self, keys: list[Key]) -> None:
         for k in keys:

@@ -10,9 +10,12 @@ import asyncio
 
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from kio.schema.errors import ErrorCode
 
+from app.kafka.protocol import request_class
 from tests.helpers import create_topic
-from tests.kafka.conftest import Listener
+from tests.kafka.conftest import Listener, ask
+from tests.kafka.test_offset_leader_epoch import _module
 from tests.kafka.test_offsets_across_doors import _end, _http_commit, _open_transaction, _plain
 
 pytestmark = pytest.mark.kafka
@@ -92,3 +95,20 @@ def test_kafka_python_of_a_version_before_7_retries_an_offset_an_open_transactio
         consumer.close()
     assert still_asking is True
     assert got == [2]
+
+
+@pytest.mark.parametrize("version", [2, 6])
+def test_from_version_2_the_answer_itself_says_the_coordinator_is_loading(kafka: Listener, version: int) -> None:
+    """From version 2 the answer has an error of its own, and a client of those versions
+    retries the coordinator's COORDINATOR_LOAD_IN_PROGRESS only there: a partition's it takes
+    as an unexpected error and gives up. The partition keeps it too, for a client that reads
+    only the partitions' (aiokafka, above)."""
+    _straddled(kafka)
+    with kafka.connect() as s:
+        answer = ask(s, 9, version, request_class(9, version)(  # type: ignore[misc]
+            group_id="billing",
+            topics=(_module(9, version).OffsetFetchRequestTopic(name="orders", partition_indexes=(0,)),)))
+    assert answer.error_code == ErrorCode.coordinator_load_in_progress
+    assert [(t.name, p.partition_index, p.committed_offset, p.error_code)
+            for t in answer.topics for p in t.partitions] == [
+        ("orders", 0, -1, ErrorCode.coordinator_load_in_progress)]
