@@ -60,6 +60,9 @@ def write_records(conn: Connection, appended: list[tuple[BatchToAppend, int]],
     Send does (the driver's write_row, a row at a time, cost such a Commit about 1.5 µs a record
     more than a plain Send of the same records: docs/benchmarks.md, 2026-12-02)."""
     postgresql = conn.dialect.name == "postgresql"
+    if postgresql:
+        _lock_leaves(conn, [(b.topic_id, b.partition) for b, _ in chain(appended, bytes_appended)]
+                     + [(m["topic_id"], m["partition"]) for m in marker_rows])
     if marker_rows:
         # The markers go with the records, in one COPY: rows of every column a JSON topic's
         # record or a marker sets (a bytes topic's records follow in their own, below).
@@ -76,6 +79,20 @@ def write_records(conn: Connection, appended: list[tuple[BatchToAppend, int]],
             dialect.bulk_insert(conn, records, DATA_RECORD_COLUMNS, _rows(appended))
     if bytes_appended:
         dialect.bulk_insert(conn, records, BYTES_RECORD_COLUMNS, _rows(bytes_appended))
+
+
+def _lock_leaves(conn: Connection, partitions: list[tuple[int, int]]) -> None:
+    """Take the leaves of `records` the COPY writes to (records_<topic_id>_<partition>,
+    app/storage/sql/record_leaves.postgresql.sql) before it. The COPY routes each row by this
+    backend's cached list of the leaves, and a topic's creation is seen committed (its
+    partitions' rows are, and this Send took their offsets) a moment before its cache
+    invalidations reach this backend: the new leaf is then not in the list, and the row finds
+    no partition. Taking a lock not held yet reads the invalidations that have arrived, and a
+    new leaf's lock waits for its creation, which holds it until its invalidations are out
+    (publish_pending writes into the leaf by name for the same reason)."""
+    if partitions:
+        names = ", ".join(f'"records_{int(t)}_{int(p)}"' for t, p in sorted(set(partitions)))
+        conn.exec_driver_sql(f"LOCK TABLE {names} IN ROW EXCLUSIVE MODE")
 
 
 def _columns(records: Sequence[RecordToAppend]) -> RecordColumns:

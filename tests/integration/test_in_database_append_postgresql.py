@@ -467,3 +467,54 @@ def test_commits_alters_and_deletes_of_their_topics_at_once_never_deadlock(url: 
     assert not any(t.is_alive() for t in threads)
     assert failures == []
     assert published[0] > 0
+
+
+def test_a_commit_publishes_to_a_topic_whose_creation_has_only_just_committed(url: str, client: Any) -> None:
+    """A topic's creation is seen committed a moment before its cache invalidations reach the
+    other backends (PostgreSQL sends them after the commit is visible, and sends its catalog
+    rows' invalidations before the relation's, so a creation of many partitions widens that
+    moment). An application transaction that stages records for the new topic as soon as it
+    is seen, beside records for another topic published first (so `records` is already open
+    in the publishing backend with its cached list of leaves), commits them: publish_pending
+    writes into the partition's leaf by name, which waits for the creation to finish, where an
+    INSERT into `records` routed by the stale list found no partition for the row."""
+    stop = threading.Event()
+    created: list[str] = []
+    failures: list[str] = []
+    published = [0]
+
+    def application() -> None:
+        with psycopg.connect(url) as app:
+            while not stop.is_set():
+                if not created:
+                    continue
+                topic = created[-1]
+                try:
+                    app.execute("SELECT outbox.append('orders', 0, 'k', '1')")
+                    app.execute("SELECT outbox.append(%s, 0, 'k', '1')", (topic,))
+                    app.commit()
+                    published[0] += 1
+                except psycopg.errors.UndefinedObject:
+                    app.rollback()  # not created yet
+                except psycopg.Error as e:
+                    app.rollback()
+                    failures.append(f"{type(e).__name__}: {e}")
+
+    threads = [threading.Thread(target=application) for _ in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        for i in range(20):
+            name = f"fresh-{i}"
+            created.append(name)
+            r = client.post("/v1/topics", json={"name": name, "partitions": 60})
+            assert r.status_code == 201, r.text
+            stop.wait(0.2)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+    assert failures == []
+    assert published[0] > 0
+    for name in created:
+        client.delete(f"/v1/topics/{name}")

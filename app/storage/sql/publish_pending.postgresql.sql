@@ -84,18 +84,29 @@ BEGIN
                                           topic_now.check_expected_offsets, topic_now.max_message_bytes,
                                           keyless => part.keyless, size_bytes => part.largest, staged => true);
         -- The records, and the message ids of those given one at the same offsets: the CTE is
-        -- computed once, so both take each record's offset from one numbering.
-        WITH staged AS (
-            SELECT p.topic_id, p."partition", base + row_number() OVER (ORDER BY p.id) - 1 AS "offset",
-                   p.timestamp_ms, p.key, p.value, p.headers, p.message_id
-            FROM outbox.pending_records p
-            WHERE p.xact = me AND p.topic_id = part.topic_id AND p."partition" = part."partition"
-        ), published AS (
-            INSERT INTO @log_schema@.records (topic_id, "partition", "offset", timestamp_ms, key, value, headers)
-            SELECT s.topic_id, s."partition", s."offset", s.timestamp_ms, s.key, s.value, s.headers FROM staged s
-        )
-        INSERT INTO @log_schema@.record_message_ids (topic_id, message_id, "partition", "offset")
-        SELECT s.topic_id, s.message_id, s."partition", s."offset" FROM staged s WHERE s.message_id IS NOT NULL;
+        -- computed once, so both take each record's offset from one numbering. The records go
+        -- into the partition's leaf by its name, not through `records`: an INSERT into `records`
+        -- routes each row by this backend's cached list of the leaves, and a leaf attached by a
+        -- topic's creation that has committed (so its rows are seen here) may not be in that
+        -- list yet, PostgreSQL publishing the creation's cache invalidations only after its
+        -- commit is seen; the row would then find no leaf ("no partition of relation records
+        -- found"). The leaf is found by its name in the catalog as this statement sees it, needing
+        -- no list, and its partition constraint still holds every row to its partition (tests/integration/test_in_database_append_postgresql.py,
+        -- test_a_commit_publishes_to_a_topic_whose_creation_has_only_just_committed).
+        EXECUTE format($sql$
+            WITH staged AS (
+                SELECT p.topic_id, p."partition", $1 + row_number() OVER (ORDER BY p.id) - 1 AS "offset",
+                       p.timestamp_ms, p.key, p.value, p.headers, p.message_id
+                FROM outbox.pending_records p
+                WHERE p.xact = $2 AND p.topic_id = $3 AND p."partition" = $4
+            ), published AS (
+                INSERT INTO @log_schema@.%I (topic_id, "partition", "offset", timestamp_ms, key, value, headers)
+                SELECT s.topic_id, s."partition", s."offset", s.timestamp_ms, s.key, s.value, s.headers FROM staged s
+            )
+            INSERT INTO @log_schema@.record_message_ids (topic_id, message_id, "partition", "offset")
+            SELECT s.topic_id, s.message_id, s."partition", s."offset" FROM staged s WHERE s.message_id IS NOT NULL
+        $sql$, format('records_%s_%s', part.topic_id, part."partition"))
+        USING base, me, part.topic_id, part."partition";
         -- The partition's records are one plain batch (app/storage/append.py writes the same row
         -- for a Send's batch), committed at its last offset.
         INSERT INTO @log_schema@.record_batches (topic_id, "partition", base_offset, record_count, state, commit_position)
