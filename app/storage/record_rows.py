@@ -61,8 +61,8 @@ def write_records(conn: Connection, appended: list[tuple[BatchToAppend, int]],
     more than a plain Send of the same records: docs/benchmarks.md, 2026-12-02)."""
     postgresql = conn.dialect.name == "postgresql"
     if postgresql:
-        _lock_leaves(conn, [(b.topic_id, b.partition) for b, _ in chain(appended, bytes_appended)]
-                     + [(m["topic_id"], m["partition"]) for m in marker_rows])
+        locked = _lock_new_leaves(conn, [(b.topic_id, b.partition) for b, _ in chain(appended, bytes_appended)]
+                                  + [(m["topic_id"], m["partition"]) for m in marker_rows])
     if marker_rows:
         # The markers go with the records, in one COPY: rows of every column a JSON topic's
         # record or a marker sets (a bytes topic's records follow in their own, below).
@@ -79,20 +79,41 @@ def write_records(conn: Connection, appended: list[tuple[BatchToAppend, int]],
             dialect.bulk_insert(conn, records, DATA_RECORD_COLUMNS, _rows(appended))
     if bytes_appended:
         dialect.bulk_insert(conn, records, BYTES_RECORD_COLUMNS, _rows(bytes_appended))
+    if postgresql and locked:
+        _leaves_known(conn).update(locked)
 
 
-def _lock_leaves(conn: Connection, partitions: list[tuple[int, int]]) -> None:
+# The leaves of `records` a database connection has written to: its backend's cached list of
+# leaves holds them (_lock_new_leaves). Per connection, as that list is its backend's; cleared
+# when it grows past LEAVES_KNOWN_MAX (topics come and go), at the price of a lock a leaf again.
+_LEAVES_KNOWN = "outbox_leaves_known"
+LEAVES_KNOWN_MAX = 10_000
+
+
+def _leaves_known(conn: Connection) -> set[tuple[int, int]]:
+    known: set[tuple[int, int]] = conn.connection.info.setdefault(_LEAVES_KNOWN, set())
+    if len(known) > LEAVES_KNOWN_MAX:
+        known.clear()
+    return known
+
+
+def _lock_new_leaves(conn: Connection, partitions: list[tuple[int, int]]) -> set[tuple[int, int]]:
     """Take the leaves of `records` the COPY writes to (records_<topic_id>_<partition>,
-    app/storage/sql/record_leaves.postgresql.sql) before it. The COPY routes each row by this
-    backend's cached list of the leaves, and a topic's creation is seen committed (its
-    partitions' rows are, and this Send took their offsets) a moment before its cache
-    invalidations reach this backend: the new leaf is then not in the list, and the row finds
-    no partition. Taking a lock not held yet reads the invalidations that have arrived, and a
-    new leaf's lock waits for its creation, which holds it until its invalidations are out
-    (publish_pending writes into the leaf by name for the same reason)."""
-    if partitions:
-        names = ", ".join(f'"records_{int(t)}_{int(p)}"' for t, p in sorted(set(partitions)))
+    app/storage/sql/record_leaves.postgresql.sql) before it, where this connection has not
+    written to them yet; returns those it took. The COPY routes each row by its backend's
+    cached list of the leaves, and a topic's creation is seen committed (its partitions' rows
+    are, and this Send took their offsets) a moment before its cache invalidations reach the
+    backend: the new leaf is then not in the list, and the row finds no partition. Taking a
+    lock not held yet reads the invalidations that have arrived, and a new leaf's lock waits
+    for its creation, which holds it until its invalidations are out (publish_pending writes
+    into the leaf by name for the same reason). A leaf this backend has written to is in its
+    list for good (a detach removes it only once its topic is deleted): no lock, no round trip
+    (a 10-record Send paid about 8 % of its throughput for it, docs/benchmarks.md)."""
+    new = set(partitions) - _leaves_known(conn)
+    if new:
+        names = ", ".join(f'"records_{int(t)}_{int(p)}"' for t, p in sorted(new))
         conn.exec_driver_sql(f"LOCK TABLE {names} IN ROW EXCLUSIVE MODE")
+    return new
 
 
 def _columns(records: Sequence[RecordToAppend]) -> RecordColumns:
