@@ -14,7 +14,7 @@ from app.domain.log_cleaning import record_sizes
 from app.domain.records import RecordColumns, RecordToAppend, chunk_bounds
 from app.domain.types import ValueFormat
 from app.storage import dialect
-from app.storage.tables import records
+from app.storage.tables import record_leaf, records
 
 
 @dataclass(slots=True)
@@ -111,7 +111,7 @@ def _lock_new_leaves(conn: Connection, partitions: list[tuple[int, int]]) -> set
     (a 10-record Send paid about 8 % of its throughput for it, docs/benchmarks.md)."""
     new = set(partitions) - _leaves_known(conn)
     if new:
-        names = ", ".join(f'"records_{int(t)}_{int(p)}"' for t, p in sorted(new))
+        names = ", ".join(f'"{record_leaf(t, p)}"' for t, p in sorted(new))
         conn.exec_driver_sql(f"LOCK TABLE {names} IN ROW EXCLUSIVE MODE")
     return new
 

@@ -175,6 +175,11 @@ records = Table(
 RECORD_LEAF = re.compile(r"records_([0-9]+)_([0-9]+)")
 
 
+def record_leaf(topic_id: int, partition: int) -> str:
+    """The name of the leaf of `records` that holds one log partition's rows (RECORD_LEAF)."""
+    return f"records_{int(topic_id)}_{int(partition)}"
+
+
 def record_leaf_pattern(topic_id: int | None = None) -> str:
     """RECORD_LEAF as a whole-name regular expression for the database's `~`: every leaf's
     name, or one topic's leaves'."""

@@ -16,7 +16,7 @@ from psycopg import sql
 from sqlalchemy import create_engine
 from sqlalchemy.engine import make_url
 
-from app.reader_relations import partition_view
+from app.services.log_cleaner import LogCleaner
 from app.storage import roles
 
 from tests.helpers import create_topic, fetch
@@ -405,7 +405,8 @@ def test_a_commit_waits_for_an_alter_of_its_topic_in_flight_and_meets_the_config
     assert offsets_and_values(client) == []
 
 
-def test_commits_alters_and_deletes_of_their_topics_at_once_never_deadlock(url: str, client: Any) -> None:
+def test_commits_alters_and_deletes_of_their_topics_at_once_never_deadlock(
+        url: str, client: Any, services: Any, clock: Any) -> None:
     """publish_pending locks its records' topics, then their partitions; a delete locks its
     topic, then its partitions; an alter its topic alone; a Send partitions alone. Application
     transactions appending to two topics in either order, committing while the topics are
@@ -465,13 +466,14 @@ def test_commits_alters_and_deletes_of_their_topics_at_once_never_deadlock(url: 
     stop.set()
     for t in threads:
         t.join(30)
-    _purge_deleted_topics(url)
+    _purge_deleted_topics(url, services, clock)
     assert not any(t.is_alive() for t in threads)
     assert failures == []
     assert published[0] > 0
 
 
-def test_a_commit_publishes_to_a_topic_whose_creation_has_only_just_committed(url: str, client: Any) -> None:
+def test_a_commit_publishes_to_a_topic_whose_creation_has_only_just_committed(
+        url: str, client: Any, services: Any, clock: Any) -> None:
     """A topic's creation is seen committed a moment before its cache invalidations reach the
     other backends (PostgreSQL sends them after the commit is visible, and sends its catalog
     rows' invalidations before the relation's, so a creation of many partitions widens that
@@ -518,24 +520,16 @@ def test_a_commit_publishes_to_a_topic_whose_creation_has_only_just_committed(ur
             t.join(30)
         for name in created:
             client.delete(f"/v1/topics/{name}")
-        _purge_deleted_topics(url)
+        _purge_deleted_topics(url, services, clock)
     assert failures == []
     assert published[0] > 0
 
 
-def _purge_deleted_topics(url: str) -> None:
-    """The deleted topics purged as the log cleaner purges them (their batch rows and message
-    ids, their leaves of `records` and the leaves' views; no cleaner runs in these tests): left
-    behind, the leaves of the topics made and deleted here (1,200 in the test above) would be
-    locked by every later test's reset (TRUNCATE records), past PostgreSQL's lock table ("out
-    of shared memory")."""
-    with psycopg.connect(url, autocommit=True) as c:
-        for (topic_id,) in c.execute("SELECT topic_id FROM deleted_topics").fetchall():
-            c.execute("DELETE FROM record_batches WHERE topic_id = %s", (topic_id,))
-            c.execute("DELETE FROM record_message_ids WHERE topic_id = %s", (topic_id,))
-            leaves = c.execute("SELECT relname FROM pg_class WHERE relkind = 'r' AND relname ~ %s",
-                               (f"^records_{topic_id}_[0-9]+$",)).fetchall()
-            for (leaf,) in leaves:
-                c.execute(f"DROP VIEW IF EXISTS {partition_view(topic_id, int(leaf.rsplit('_', 1)[1]))}")
-                c.execute(f'DROP TABLE "{leaf}"')
-            c.execute("DELETE FROM deleted_topics WHERE topic_id = %s", (topic_id,))
+def _purge_deleted_topics(url: str, services: Any, clock: Any) -> None:
+    """The topics deleted here purged, as the log cleaner purges them (no cleaner runs in these
+    tests): left behind, their leaves of `records` (1,200 in the test above) would be locked by
+    every later test's reset (TRUNCATE records), past PostgreSQL's lock table ("out of shared
+    memory")."""
+    LogCleaner(services.db, services.settings, clock).run_once()
+    with psycopg.connect(url) as c:
+        assert c.execute("SELECT count(*) FROM deleted_topics").fetchone() == (0,)

@@ -12,6 +12,7 @@ from sqlalchemy import event
 
 from app.domain.records import RecordToAppend
 from app.services.log_service import SendBatch
+from app.storage.tables import record_leaf
 
 pytestmark = pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
 
@@ -43,5 +44,5 @@ def test_a_connection_locks_a_leaf_before_its_first_write_to_it_and_never_again(
         _send(services, "t", 1)
 
     # Each of the pool's connections locks each leaf once at most, the first write's lock.
-    assert {s.split('"')[1] for s in locks} == {f"records_{topic_id}_0", f"records_{topic_id}_1"}
+    assert {s.split('"')[1] for s in locks} == {record_leaf(topic_id, 0), record_leaf(topic_id, 1)}
     assert 2 <= len(locks) <= 2 * connections < 2 * sends
