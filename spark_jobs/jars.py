@@ -120,6 +120,11 @@ def resolve_jdbc_jars(
     unknown = [d for d in wanted if d not in DRIVERS]
     if unknown:
         raise SparkJobError(f"no JDBC driver known for {unknown}; known: {sorted(DRIVERS)}")
+    # Checked whatever the drivers found: a misspelt mode would otherwise pass unnoticed until
+    # the day a driver is missing and it is read.
+    mode = (env.get("OUTBOX_SPARK_JDBC_PACKAGES") or "auto").lower()
+    if mode not in ("auto", "always", "never"):
+        raise SparkJobError(f"OUTBOX_SPARK_JDBC_PACKAGES must be auto, always or never, not {mode!r}")
     out = JarResolution()
 
     configured = split_jar_list(configured_jars)
@@ -157,9 +162,6 @@ def resolve_jdbc_jars(
 
     missing = [d for d in wanted if d not in out.sources]
     if missing:
-        mode = (env.get("OUTBOX_SPARK_JDBC_PACKAGES") or "auto").lower()
-        if mode not in ("auto", "always", "never"):
-            raise SparkJobError(f"OUTBOX_SPARK_JDBC_PACKAGES must be auto, always or never, not {mode!r}")
         repository = env.get("OUTBOX_SPARK_MAVEN_REPOSITORY") or MAVEN_CENTRAL
         use_packages = mode == "always" or (
             mode == "auto" and (maven_reachable if maven_reachable is not None else _reachable(repository))

@@ -286,6 +286,13 @@ def test_maven_coordinates_only_when_maven_answers(tmp_path: Path) -> None:
     assert r.packages == ["org.xerial:sqlite-jdbc:3.46.1.3"]
 
 
+def test_a_jdbc_packages_mode_that_is_none_of_the_three_is_refused_even_with_every_driver_found(tmp_path: Path) -> None:
+    _jar(tmp_path / "postgresql.jar", "org.postgresql.Driver")
+    with pytest.raises(SparkJobError, match="OUTBOX_SPARK_JDBC_PACKAGES must be auto, always or never"):
+        resolve_jdbc_jars(["postgresql"], env={"OUTBOX_SPARK_JDBC_DIR": str(tmp_path),
+                                               "OUTBOX_SPARK_JDBC_PACKAGES": "alwayz"}, maven_reachable=True)
+
+
 def test_an_explicit_jar_that_is_missing_or_no_driver_is_an_error(tmp_path: Path) -> None:
     env = {"OUTBOX_SPARK_JDBC_DIR": str(tmp_path)}
     with pytest.raises(JdbcDriverNotFound, match="does not exist"):
