@@ -520,6 +520,13 @@ class Settings(LogSettings):
         if not self.console_lag_interval_ms and "console_lag_max_groups" in self.model_fields_set:
             raise ValueError("OUTBOX_CONSOLE_LAG_MAX_GROUPS set, but OUTBOX_CONSOLE_LAG_INTERVAL_MS is 0: "
                              "no lag history is kept")
+        if (self.kafka_max_connections_per_ip is not None
+                and self.kafka_max_connections_per_ip > self.kafka_max_connections):
+            # Past OUTBOX_KAFKA_MAX_CONNECTIONS every new connection is closed, whatever its
+            # address: a larger bound per address would never close one.
+            raise ValueError(
+                "OUTBOX_KAFKA_MAX_CONNECTIONS_PER_IP exceeds OUTBOX_KAFKA_MAX_CONNECTIONS"
+            )
         if self.max_waiting_requests_per_principal > self.max_waiting_requests:
             raise ValueError(
                 "OUTBOX_MAX_WAITING_REQUESTS_PER_PRINCIPAL exceeds OUTBOX_MAX_WAITING_REQUESTS"

@@ -181,6 +181,16 @@ def test_the_kafka_connections_per_address_bound_is_at_least_one_or_unset() -> N
         Settings(kafka_max_connections_per_ip=0)
 
 
+def test_the_kafka_connections_per_address_must_not_exceed_those_in_all() -> None:
+    # Past OUTBOX_KAFKA_MAX_CONNECTIONS every connection is closed first: a larger bound per
+    # address would never close one.
+    with pytest.raises(ValidationError, match="OUTBOX_KAFKA_MAX_CONNECTIONS_PER_IP exceeds OUTBOX_KAFKA_MAX_CONNECTIONS"):
+        Settings(kafka_max_connections=10, kafka_max_connections_per_ip=11)
+    with pytest.raises(ValidationError, match="OUTBOX_KAFKA_MAX_CONNECTIONS_PER_IP exceeds"):
+        Settings(kafka_max_connections_per_ip=1001)
+    assert Settings(kafka_max_connections=10, kafka_max_connections_per_ip=10).kafka_max_connections_per_ip == 10
+
+
 def test_offsets_are_never_expired_by_default() -> None:
     # Kafka's default is 7 days; here memberless groups carry the Spark jobs' and the sinks'
     # exactly-once positions (docs/SPARK.md), so retention is off unless set.
