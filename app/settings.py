@@ -517,6 +517,12 @@ class Settings(LogSettings):
             )
         if self.access_log_probes and not self.access_log:
             raise ValueError("OUTBOX_ACCESS_LOG_PROBES set, but OUTBOX_ACCESS_LOG is false: no request is logged")
+        if self.console_lag_interval_ms and not self.metrics_max_group_partitions:
+            # The lag history takes the groups' lag from the gauges' reading, which then holds
+            # no group partition: every sample would be empty, read from the database anyway.
+            raise ValueError("OUTBOX_METRICS_MAX_GROUP_PARTITIONS is 0, but OUTBOX_CONSOLE_LAG_INTERVAL_MS is not: "
+                             "the console's lag history would read no group's lag; set "
+                             "OUTBOX_CONSOLE_LAG_INTERVAL_MS=0 too")
         if not self.console_lag_interval_ms and "console_lag_max_groups" in self.model_fields_set:
             raise ValueError("OUTBOX_CONSOLE_LAG_MAX_GROUPS set, but OUTBOX_CONSOLE_LAG_INTERVAL_MS is 0: "
                              "no lag history is kept")

@@ -286,6 +286,16 @@ def test_probes_in_the_access_log_without_the_access_log_are_refused() -> None:
     assert Settings(access_log=False).access_log_probes is False
 
 
+def test_a_lag_history_with_no_group_partition_to_read_is_refused() -> None:
+    # The lag history reads the gauges' group partitions, none of them with the bound at 0:
+    # every sample would be empty, read from the database all the same.
+    with pytest.raises(ValidationError, match="OUTBOX_METRICS_MAX_GROUP_PARTITIONS is 0, but OUTBOX_CONSOLE_LAG_INTERVAL_MS"):
+        Settings(metrics_max_group_partitions=0)
+    with pytest.raises(ValidationError, match="OUTBOX_METRICS_MAX_GROUP_PARTITIONS is 0"):
+        Settings(metrics_max_group_partitions=0, console_lag_interval_ms=5_000)
+    assert Settings(metrics_max_group_partitions=0, console_lag_interval_ms=0).console_lag_samples == 0
+
+
 def test_a_lag_history_group_count_without_a_lag_history_is_refused() -> None:
     # OUTBOX_CONSOLE_LAG_INTERVAL_MS=0 keeps no lag history: the count would do nothing.
     with pytest.raises(ValidationError, match="OUTBOX_CONSOLE_LAG_MAX_GROUPS set, but OUTBOX_CONSOLE_LAG_INTERVAL_MS is 0"):
