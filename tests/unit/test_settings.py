@@ -315,3 +315,17 @@ def test_a_transactional_id_expiration_past_the_databases_integers_is_refused() 
     with pytest.raises(ValidationError, match="less than or equal to 4611686018427387904"):
         Settings(transactional_id_expiration_ms=10**20)
     assert Settings(transactional_id_expiration_ms=2**62).transactional_id_expiration_ms == 2**62
+
+
+def test_a_variable_near_a_settings_name_is_named_as_that_setting_misspelt() -> None:
+    from app.settings import misspelt_settings
+
+    environ = {"OUTBOX_FETCH_MAX_WAIT": "1000", "OUTBOX_KAFKA_LISTENERS": "127.0.0.1:9092",
+               "outbox_loglevel": "debug", "OUTBOX_LOG_LEVEL": "info", "PATH": "/usr/bin",
+               # Other tools' variables, and the admin commands' own: no setting's name is near.
+               "OUTBOX_URL": "http://127.0.0.1:8000", "OUTBOX_API_KEY": "k", "OUTBOX_SPARK_JDBC_DIR": "/x",
+               "OUTBOX_TEST_WORKERS": "1"}
+
+    assert misspelt_settings(environ) == [("OUTBOX_FETCH_MAX_WAIT", "OUTBOX_FETCH_MAX_WAIT_MS"),
+                                          ("OUTBOX_KAFKA_LISTENERS", "OUTBOX_KAFKA_LISTENER"),
+                                          ("outbox_loglevel", "OUTBOX_LOG_LEVEL")]
