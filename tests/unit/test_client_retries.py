@@ -723,3 +723,11 @@ def test_a_tls_setting_beside_a_client_is_refused() -> None:
     # The client given is used as it was made: a tls setting could not reach it.
     with pytest.raises(ValueError, match="tls: the client given"):
         Producer(URL, "tx", client=httpx.Client(base_url=URL), tls=False)
+
+
+def test_a_transaction_timeout_without_a_transactional_id_is_refused() -> None:
+    # Only a transactional producer's InitProducerId carries it: an idempotent producer would
+    # drop it without a word.
+    with pytest.raises(ValueError, match="transaction_timeout_ms needs a transactional_id"):
+        Producer(URL, transaction_timeout_ms=120_000)
+    assert Producer(URL, "tx", transaction_timeout_ms=120_000).transaction_timeout_ms == 120_000
