@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -73,6 +75,31 @@ OTHER_BACKENDS_SETTINGS = {
     # SQLite's connections are files of this process: nothing to test before handing one out.
     "postgresql": ("db_pool_pre_ping",),
 }
+
+# How near (difflib's ratio, 0 to 1) a variable's name must be to a setting's to be taken for it
+# misspelt: OUTBOX_FETCH_MAX_WAIT is 0.93 from OUTBOX_FETCH_MAX_WAIT_MS, OUTBOX_LOGLEVEL 0.97 from
+# OUTBOX_LOG_LEVEL; the project's other variables (OUTBOX_URL, OUTBOX_API_KEY, OUTBOX_SPARK_*)
+# are at most 0.76 from any setting's.
+MISSPELT_RATIO = 0.8
+
+
+def misspelt_settings(environ: Mapping[str, str]) -> list[tuple[str, str]]:
+    """The OUTBOX_ variables of `environ` that are no setting but are so near a setting's name
+    that they are likely it misspelt, each with that setting's variable, in the order found.
+    pydantic-settings ignores a variable it does not know (other tools' OUTBOX_ variables, the
+    admin commands' OUTBOX_URL, are no settings), so a misspelt one would leave its setting at
+    the default without a word."""
+    names = [f"OUTBOX_{name.upper()}" for name in Settings.model_fields]
+    found = []
+    for variable in environ:
+        upper = variable.upper()
+        if not upper.startswith("OUTBOX_") or upper in names:
+            continue
+        near = difflib.get_close_matches(upper, names, n=1, cutoff=MISSPELT_RATIO)
+        if near:
+            found.append((variable, near[0]))
+    return found
+
 
 ACCEPTED_DATABASE_URLS = "sqlite:///path.db or postgresql+psycopg://user:password@host:5432/db"
 
@@ -517,9 +544,22 @@ class Settings(LogSettings):
             )
         if self.access_log_probes and not self.access_log:
             raise ValueError("OUTBOX_ACCESS_LOG_PROBES set, but OUTBOX_ACCESS_LOG is false: no request is logged")
+        if self.console_lag_interval_ms and not self.metrics_max_group_partitions:
+            # The lag history takes the groups' lag from the gauges' reading, which then holds
+            # no group partition: every sample would be empty, read from the database anyway.
+            raise ValueError("OUTBOX_METRICS_MAX_GROUP_PARTITIONS is 0, but OUTBOX_CONSOLE_LAG_INTERVAL_MS is not: "
+                             "the console's lag history would read no group's lag; set "
+                             "OUTBOX_CONSOLE_LAG_INTERVAL_MS=0 too")
         if not self.console_lag_interval_ms and "console_lag_max_groups" in self.model_fields_set:
             raise ValueError("OUTBOX_CONSOLE_LAG_MAX_GROUPS set, but OUTBOX_CONSOLE_LAG_INTERVAL_MS is 0: "
                              "no lag history is kept")
+        if (self.kafka_max_connections_per_ip is not None
+                and self.kafka_max_connections_per_ip > self.kafka_max_connections):
+            # Past OUTBOX_KAFKA_MAX_CONNECTIONS every new connection is closed, whatever its
+            # address: a larger bound per address would never close one.
+            raise ValueError(
+                "OUTBOX_KAFKA_MAX_CONNECTIONS_PER_IP exceeds OUTBOX_KAFKA_MAX_CONNECTIONS"
+            )
         if self.max_waiting_requests_per_principal > self.max_waiting_requests:
             raise ValueError(
                 "OUTBOX_MAX_WAITING_REQUESTS_PER_PRINCIPAL exceeds OUTBOX_MAX_WAITING_REQUESTS"

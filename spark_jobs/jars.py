@@ -10,8 +10,9 @@ executors. Where the drivers come from, first match wins, per database:
 2. the Debian packages' jars in /usr/share/java (`libpostgresql-jdbc-java`,
    `libxerial-sqlite-jdbc-java`), or another directory named by `OUTBOX_SPARK_JDBC_DIR`;
 3. Maven coordinates in `spark.jars.packages`, which Spark resolves at session start: only
-   when Maven Central (or `OUTBOX_SPARK_MAVEN_REPOSITORY`) answers, unless
-   `OUTBOX_SPARK_JDBC_PACKAGES` is `always` (or `never`; default `auto`).
+   when Maven Central (or `OUTBOX_SPARK_MAVEN_REPOSITORY`, then also in
+   `spark.jars.repositories`) answers, unless `OUTBOX_SPARK_JDBC_PACKAGES` is `always` (or
+   `never`; default `auto`).
 
 When none gives a driver, `JdbcDriverNotFound` says what to install or set.
 """
@@ -67,6 +68,9 @@ class JarResolution:
     jars: list[str] = field(default_factory=list)
     packages: list[str] = field(default_factory=list)
     sources: dict[str, str] = field(default_factory=dict)  # database → "explicit: /x.jar" …
+    # Where Spark resolves the packages besides its own defaults (spark.jars.repositories):
+    # OUTBOX_SPARK_MAVEN_REPOSITORY, the repository that was probed, when it is not Maven Central.
+    repositories: list[str] = field(default_factory=list)
 
     def spark_conf(self) -> dict[str, str]:
         conf = {}
@@ -74,6 +78,8 @@ class JarResolution:
             conf["spark.jars"] = ",".join(self.jars)
         if self.packages:
             conf["spark.jars.packages"] = ",".join(self.packages)
+        if self.packages and self.repositories:
+            conf["spark.jars.repositories"] = ",".join(self.repositories)
         return conf
 
 
@@ -120,6 +126,11 @@ def resolve_jdbc_jars(
     unknown = [d for d in wanted if d not in DRIVERS]
     if unknown:
         raise SparkJobError(f"no JDBC driver known for {unknown}; known: {sorted(DRIVERS)}")
+    # Checked whatever the drivers found: a misspelt mode would otherwise pass unnoticed until
+    # the day a driver is missing and it is read.
+    mode = (env.get("OUTBOX_SPARK_JDBC_PACKAGES") or "auto").lower()
+    if mode not in ("auto", "always", "never"):
+        raise SparkJobError(f"OUTBOX_SPARK_JDBC_PACKAGES must be auto, always or never, not {mode!r}")
     out = JarResolution()
 
     configured = split_jar_list(configured_jars)
@@ -157,15 +168,16 @@ def resolve_jdbc_jars(
 
     missing = [d for d in wanted if d not in out.sources]
     if missing:
-        mode = (env.get("OUTBOX_SPARK_JDBC_PACKAGES") or "auto").lower()
-        if mode not in ("auto", "always", "never"):
-            raise SparkJobError(f"OUTBOX_SPARK_JDBC_PACKAGES must be auto, always or never, not {mode!r}")
         repository = env.get("OUTBOX_SPARK_MAVEN_REPOSITORY") or MAVEN_CENTRAL
         use_packages = mode == "always" or (
             mode == "auto" and (maven_reachable if maven_reachable is not None else _reachable(repository))
         )
         if not use_packages:
             raise JdbcDriverNotFound(_missing_message(missing, jar_dir, mode, repository))
+        if repository != MAVEN_CENTRAL:
+            # The repository that answered is where the packages are to come from: probed
+            # alone, it would send Spark to Maven Central, perhaps the one out of reach.
+            out.repositories.append(repository)
         for database in missing:
             out.packages.append(DRIVERS[database].maven_coordinate)
             out.sources[database] = f"spark.jars.packages: {DRIVERS[database].maven_coordinate}"

@@ -342,8 +342,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--group", default=GROUP, help="the consumer group whose offsets the job commits")
     parser.add_argument("--input", default=INPUT)
     parser.add_argument("--output", default=OUTPUT)
-    parser.add_argument("--trigger-seconds", type=float, default=1.0,
-                        help="micro-batch interval (default 1)")
+    # None when not given: --available-now refuses one given, which its trigger would not read.
+    parser.add_argument("--trigger-seconds", type=float, default=None,
+                        help="micro-batch interval (default 1; not with --available-now)")
     parser.add_argument("--available-now", action="store_true",
                         help="read what is committed now, in micro-batches, then stop")
     # The old flag's name stays an alias: the limit counts positions, as maxOffsetsPerTrigger.
@@ -353,8 +354,19 @@ def main(argv: list[str] | None = None) -> int:
                         help="stop, with one line, where orders were deleted before the group read them "
                              "(default: a WARNING, and the job goes on at the log start)")
     args = parser.parse_args(argv)
-    if args.trigger_seconds <= 0:
-        parser.error("--trigger-seconds must be positive")
+    if args.trigger_seconds is not None and args.available_now:
+        parser.error("--trigger-seconds: not with --available-now, which reads what is committed now in "
+                     "micro-batches one after the other, at no interval")
+    if args.trigger_seconds is None:
+        args.trigger_seconds = 1.0
+    # Spark's processing-time trigger counts whole milliseconds: less than one would be 0 ms,
+    # micro-batches one after the other, not the interval asked for.
+    if not args.trigger_seconds >= 0.001:
+        parser.error(f"--trigger-seconds must be at least 0.001 (a millisecond), not {args.trigger_seconds}")
+    # Checked here, before Spark starts: the source's own check of maxOffsetsPerTrigger comes
+    # only once the query is being started.
+    if args.max_offsets_per_trigger is not None and args.max_offsets_per_trigger < 1:
+        parser.error(f"--max-offsets-per-trigger must be at least 1, not {args.max_offsets_per_trigger}")
     asked = threading.Event()
     # From the start: SIGTERM while Spark starts is a stop too (SparkContext then puts its own
     # SIGINT handler in place; run() installs these again over it).

@@ -85,6 +85,10 @@ def build_session(
         builder = SparkSession.builder.appName(app_name).master(master or DEFAULT_MASTER)
         use_this_python_for_workers(os.environ)
         extra = {**DEFAULT_CONF, **(conf or {}), **resolution.spark_conf()}
+        if (conf or {}).get("spark.jars.repositories") and "spark.jars.repositories" in resolution.spark_conf():
+            # The caller's repositories kept, the probed one after them.
+            extra["spark.jars.repositories"] = ",".join((conf or {})["spark.jars.repositories"].split(",")
+                                                        + resolution.repositories)
     for key, value in extra.items():
         builder = builder.config(key, value)
     for database, source in sorted(resolution.sources.items()):
@@ -114,6 +118,8 @@ def check_submitted_jars(databases: Iterable[str], submitted_jars: str) -> JarRe
             flags.append("--jars " + ",".join(suggestion.jars))
         if suggestion.packages:
             flags.append("--packages " + ",".join(suggestion.packages))
+            if suggestion.repositories:
+                flags.append("--repositories " + ",".join(suggestion.repositories))
         fix = "add " + " ".join(flags) + " to the spark-submit command"
     raise JdbcDriverNotFound(
         f"spark-submit was started without a JDBC driver for {', '.join(missing)} "

@@ -29,6 +29,7 @@ from app.cli.common import (
     EXIT_USAGE,
     MAX_TIMEOUT_S,
     CommandError,
+    logger,
     timeout_seconds,
 )
 from app.cli.server import openapi_yaml
@@ -181,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
         from app import logs
 
         logs.configure(settings)
+        if not over_http:
+            _warn_of_misspelt_settings()
         status = remote.run(args) if over_http else args.func(settings, args)
         sys.stdout.flush()  # here, where a reader that went away is caught below
         return status
@@ -226,6 +229,15 @@ def _remote(args: argparse.Namespace) -> bool:
         raise CommandError(f"{', '.join(given)}: only for the admin commands over HTTP ({', '.join(sorted(remote.COMMANDS))} "
                            f"with --url); {where}", EXIT_USAGE)
     return False
+
+
+def _warn_of_misspelt_settings() -> None:
+    from app.settings import misspelt_settings
+
+    # Once the log is configured, for every command that reads the settings: each would
+    # otherwise run with the setting meant at its default.
+    for variable, setting in misspelt_settings(os.environ):
+        logger.warning("%s is no setting, and is ignored: %s misspelt?", variable, setting)
 
 
 # --- errors → one line ------------------------------------------------------------------------

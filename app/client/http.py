@@ -78,9 +78,16 @@ class Session:
         certificate for mtls). `say_unreachable`: a call that cannot reach the service logs a
         WARNING as its retries begin (False for a consumer's heartbeat thread, whose calls
         repeat every few seconds in the background: the consumer's own calls say it)."""
+        if client is not None and tls is not True:
+            # A client is used as its maker built it: its certificate checks are its own.
+            raise ValueError("tls: the client given verifies as it was made (httpx.Client(verify=...)); "
+                             "give tls without a client, or make the client with it")
         self.http = client or httpx.Client(base_url=base_url.rstrip("/"), timeout=request_timeout_s, auth=auth,
                                            verify=tls, limits=KEEP_ALIVE_LIMITS)
         self._owns = client is None
+        # The credentials go on each request of a client given (one made here has them): left
+        # to it, they would be dropped, and every call refused as unauthenticated.
+        self._auth = {"auth": auth} if client is not None and auth is not None else {}
         self.backoff = backoff or ExponentialBackoff()
         self.sleep = sleep
         self.clock = clock
@@ -109,7 +116,7 @@ class Session:
         unreachable_said = False
         while True:
             try:
-                response = self.http.request(method, path, json=json, params=params)
+                response = self.http.request(method, path, json=json, params=params, **self._auth)
             except httpx.UnsupportedProtocol as e:
                 # No http:// or https:// in the service's address (`127.0.0.1:8000`,
                 # `localhost:8000`): no retry can send the request anywhere, so it is said at

@@ -82,6 +82,10 @@ class Producer:
             raise ValueError(f"transaction_version must be 1 or 2, not {transaction_version!r}")
         if durability not in ("send", "commit"):
             raise ValueError(f'durability must be "send" or "commit", not {durability!r}')
+        if transaction_timeout_ms is not None and transactional_id is None:
+            # Only a transactional producer's InitProducerId carries it.
+            raise ValueError("transaction_timeout_ms needs a transactional_id: an idempotent producer has no "
+                             "transaction to time out")
         if durability == "commit" and (transactional_id is None or transaction_version != 2):
             raise ValueError('durability "commit" needs a transactional_id and transaction_version 2')
         self.transactional_id = transactional_id

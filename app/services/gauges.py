@@ -63,12 +63,16 @@ class DatabaseGauges:
         self._lock = threading.Lock()
         self._last: GaugeReading | None = None
 
-    def read(self) -> GaugeReading:
-        """The last computation if it is younger than OUTBOX_METRICS_GAUGE_INTERVAL_MS, else a
-        new one. Raises what the database raised (the scrape then reports it down)."""
+    def read(self, max_age_ms: int | None = None) -> GaugeReading:
+        """The last computation if it is younger than OUTBOX_METRICS_GAUGE_INTERVAL_MS (and than
+        `max_age_ms`, when given), else a new one. Raises what the database raised (the scrape
+        then reports it down)."""
+        keep_ms = self.settings.metrics_gauge_interval_ms
+        if max_age_ms is not None:
+            keep_ms = min(keep_ms, max_age_ms)
         with self._lock:  # a scrape arriving during a computation waits for it, and takes it
             last = self._last
-            if last is not None and self.clock() - last.computed_ms < self.settings.metrics_gauge_interval_ms:
+            if last is not None and self.clock() - last.computed_ms < keep_ms:
                 return last
             self._last = self._compute()
             return self._last

@@ -67,7 +67,10 @@ class LagHistory:
         many groups the sample holds. Raises what the database raised (the chore logs it)."""
         if not self._samples.maxlen:
             return 0
-        points = group_points(self.gauges.read())[:self.max_groups]
+        # A reading no older than the interval: one the gauges keep longer
+        # (OUTBOX_METRICS_GAUGE_INTERVAL_MS above OUTBOX_CONSOLE_LAG_INTERVAL_MS) would repeat
+        # in every sample until it is renewed, each stamped with a time it was not read at.
+        points = group_points(self.gauges.read(max_age_ms=self.interval_ms))[:self.max_groups]
         with self._lock:
             last = {p.group_id: p.topics for p in self._samples[-1].groups} if self._samples else {}
             # The same topics as the last sample: one set held for both, not one per sample.

@@ -344,6 +344,16 @@ def test_settings_that_contradict_each_other_are_named(tmp_path: Path, cli: Run)
         "OUTBOX_DEFAULT_TRANSACTION_TIMEOUT_MS exceeds OUTBOX_MAX_TRANSACTION_TIMEOUT_MS")
 
 
+def test_a_misspelt_setting_is_a_warning_naming_the_setting_it_is_near(tmp_path: Path, cli: Run) -> None:
+    # pydantic-settings ignores a variable that is no setting: misspelt, its setting would stay
+    # at its default without a word.
+    done = cli(f"sqlite:///{tmp_path}/outbox.db", "migrate", fetch_max_wait="1000")
+
+    assert done.returncode == 0, done.stderr
+    assert ("OUTBOX_FETCH_MAX_WAIT is no setting, and is ignored: OUTBOX_FETCH_MAX_WAIT_MS misspelt?"
+            in done.stderr)
+
+
 def test_a_database_url_that_is_not_one_is_refused_without_repeating_it(cli: Run) -> None:
     line = one_error_line(cli("mysql://outbox:s3cret-pw@db/outbox", "migrate"), 2)
     assert line == "OUTBOX_DATABASE_URL: 'mysql' databases are not supported; use sqlite or postgresql"

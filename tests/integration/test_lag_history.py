@@ -128,6 +128,23 @@ def test_the_sampler_chore_samples_at_the_time_of_its_clock_and_counts_its_pass(
     assert metrics.CONSOLE_LAG_PASSES.labels("ok")._value.get() == ok + 2
 
 
+def test_a_sample_is_read_afresh_when_the_gauges_keep_their_reading_longer_than_its_interval(settings, clock) -> None:  # type: ignore[no-untyped-def]
+    # The gauges keep a reading 5 s; the history samples every second: each sample must still
+    # be the lag at its time, not the reading a sample (or a scrape) took up to 4 s before.
+    for c in _client(settings, clock, metrics_gauge_interval_ms=5_000):
+        _make_lagging(c)
+        history = _history(c, interval_ms=1_000, max_groups=1)
+        sampler = LagHistorySampler(history, clock, ChoreConfig(interval_ms=1_000))
+        sampler.run_once()
+        _commit(c, "far", "orders", 0, 5)
+        _commit(c, "far", "orders", 1, 5)
+        clock.advance(1_000)
+
+        sampler.run_once()
+
+        assert [groups for _, groups in _totals(history)] == [[("far", 10)], [("payer", 2)]]
+
+
 def test_a_process_runs_the_sampler_at_its_interval_unless_it_is_0(settings, database, clock, client) -> None:  # type: ignore[no-untyped-def]
     history = client.app.state.services.lag_history  # type: ignore[attr-defined]
     every_5s = settings.model_copy(update={"console_lag_interval_ms": 5_000})

@@ -697,3 +697,37 @@ def test_an_answer_that_is_not_the_service_s_is_one_line_naming_the_request_not_
         "GET http://web.test/v1/topics/income was answered HTTP 404 without an outbox error: not the service's "
         "answer (is the URL the outbox service's address, e.g. http://127.0.0.1:8000, with no path? a proxy in "
         "front of it?)")
+
+
+@pytest.mark.parametrize("make", [
+    lambda client: Producer(URL, "tx", client=client, api_key="secret-key"),
+    lambda client: Consumer(URL, "group", client=client, api_key="secret-key"),
+    lambda client: Producer(URL, "tx", client=client, token="secret-key"),
+])
+def test_credentials_given_beside_a_client_are_sent_on_its_requests(make: Callable[[httpx.Client], Any]) -> None:
+    # A client of the caller's own (a test's in-process one, a proxy's) is used as it is; the
+    # credentials given beside it were left out of its requests, each refused 401.
+    seen: list[str | None] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers.get("authorization"))
+        return ok({"producer_id": 7, "producer_epoch": 0, "topics": []})
+
+    made = make(httpx.Client(base_url=URL, transport=httpx.MockTransport(handler)))
+    made._session.call("GET", "/v1/topics")
+
+    assert seen == ["Bearer secret-key"]
+
+
+def test_a_tls_setting_beside_a_client_is_refused() -> None:
+    # The client given is used as it was made: a tls setting could not reach it.
+    with pytest.raises(ValueError, match="tls: the client given"):
+        Producer(URL, "tx", client=httpx.Client(base_url=URL), tls=False)
+
+
+def test_a_transaction_timeout_without_a_transactional_id_is_refused() -> None:
+    # Only a transactional producer's InitProducerId carries it: an idempotent producer would
+    # drop it without a word.
+    with pytest.raises(ValueError, match="transaction_timeout_ms needs a transactional_id"):
+        Producer(URL, transaction_timeout_ms=120_000)
+    assert Producer(URL, "tx", transaction_timeout_ms=120_000).transaction_timeout_ms == 120_000

@@ -181,6 +181,16 @@ def test_the_kafka_connections_per_address_bound_is_at_least_one_or_unset() -> N
         Settings(kafka_max_connections_per_ip=0)
 
 
+def test_the_kafka_connections_per_address_must_not_exceed_those_in_all() -> None:
+    # Past OUTBOX_KAFKA_MAX_CONNECTIONS every connection is closed first: a larger bound per
+    # address would never close one.
+    with pytest.raises(ValidationError, match="OUTBOX_KAFKA_MAX_CONNECTIONS_PER_IP exceeds OUTBOX_KAFKA_MAX_CONNECTIONS"):
+        Settings(kafka_max_connections=10, kafka_max_connections_per_ip=11)
+    with pytest.raises(ValidationError, match="OUTBOX_KAFKA_MAX_CONNECTIONS_PER_IP exceeds"):
+        Settings(kafka_max_connections_per_ip=1001)
+    assert Settings(kafka_max_connections=10, kafka_max_connections_per_ip=10).kafka_max_connections_per_ip == 10
+
+
 def test_offsets_are_never_expired_by_default() -> None:
     # Kafka's default is 7 days; here memberless groups carry the Spark jobs' and the sinks'
     # exactly-once positions (docs/SPARK.md), so retention is off unless set.
@@ -276,6 +286,16 @@ def test_probes_in_the_access_log_without_the_access_log_are_refused() -> None:
     assert Settings(access_log=False).access_log_probes is False
 
 
+def test_a_lag_history_with_no_group_partition_to_read_is_refused() -> None:
+    # The lag history reads the gauges' group partitions, none of them with the bound at 0:
+    # every sample would be empty, read from the database all the same.
+    with pytest.raises(ValidationError, match="OUTBOX_METRICS_MAX_GROUP_PARTITIONS is 0, but OUTBOX_CONSOLE_LAG_INTERVAL_MS"):
+        Settings(metrics_max_group_partitions=0)
+    with pytest.raises(ValidationError, match="OUTBOX_METRICS_MAX_GROUP_PARTITIONS is 0"):
+        Settings(metrics_max_group_partitions=0, console_lag_interval_ms=5_000)
+    assert Settings(metrics_max_group_partitions=0, console_lag_interval_ms=0).console_lag_samples == 0
+
+
 def test_a_lag_history_group_count_without_a_lag_history_is_refused() -> None:
     # OUTBOX_CONSOLE_LAG_INTERVAL_MS=0 keeps no lag history: the count would do nothing.
     with pytest.raises(ValidationError, match="OUTBOX_CONSOLE_LAG_MAX_GROUPS set, but OUTBOX_CONSOLE_LAG_INTERVAL_MS is 0"):
@@ -295,3 +315,17 @@ def test_a_transactional_id_expiration_past_the_databases_integers_is_refused() 
     with pytest.raises(ValidationError, match="less than or equal to 4611686018427387904"):
         Settings(transactional_id_expiration_ms=10**20)
     assert Settings(transactional_id_expiration_ms=2**62).transactional_id_expiration_ms == 2**62
+
+
+def test_a_variable_near_a_settings_name_is_named_as_that_setting_misspelt() -> None:
+    from app.settings import misspelt_settings
+
+    environ = {"OUTBOX_FETCH_MAX_WAIT": "1000", "OUTBOX_KAFKA_LISTENERS": "127.0.0.1:9092",
+               "outbox_loglevel": "debug", "OUTBOX_LOG_LEVEL": "info", "PATH": "/usr/bin",
+               # Other tools' variables, and the admin commands' own: no setting's name is near.
+               "OUTBOX_URL": "http://127.0.0.1:8000", "OUTBOX_API_KEY": "k", "OUTBOX_SPARK_JDBC_DIR": "/x",
+               "OUTBOX_TEST_WORKERS": "1"}
+
+    assert misspelt_settings(environ) == [("OUTBOX_FETCH_MAX_WAIT", "OUTBOX_FETCH_MAX_WAIT_MS"),
+                                          ("OUTBOX_KAFKA_LISTENERS", "OUTBOX_KAFKA_LISTENER"),
+                                          ("outbox_loglevel", "OUTBOX_LOG_LEVEL")]

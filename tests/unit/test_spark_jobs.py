@@ -286,6 +286,30 @@ def test_maven_coordinates_only_when_maven_answers(tmp_path: Path) -> None:
     assert r.packages == ["org.xerial:sqlite-jdbc:3.46.1.3"]
 
 
+def test_a_maven_repository_set_is_where_spark_resolves_the_packages_not_only_what_is_probed(tmp_path: Path) -> None:
+    # Probed alone, a mirror that answers would send Spark to Maven Central for the packages,
+    # the repository that may well be the one out of reach.
+    mirror = "https://maven.example.org/maven2/"
+    env = {"OUTBOX_SPARK_JDBC_DIR": str(tmp_path), "OUTBOX_SPARK_MAVEN_REPOSITORY": mirror}
+    r = resolve_jdbc_jars(["postgresql"], env=env, maven_reachable=True)
+    assert r.spark_conf() == {"spark.jars.packages": "org.postgresql:postgresql:42.7.4",
+                              "spark.jars.repositories": mirror}
+    r = resolve_jdbc_jars(["postgresql"], env={**env, "OUTBOX_SPARK_JDBC_PACKAGES": "always"}, maven_reachable=False)
+    assert r.spark_conf()["spark.jars.repositories"] == mirror
+    # No package to resolve, or Maven Central itself: nothing to add.
+    assert "spark.jars.repositories" not in resolve_jdbc_jars(
+        ["postgresql"], env={"OUTBOX_SPARK_JDBC_DIR": str(tmp_path)}, maven_reachable=True).spark_conf()
+    _jar(tmp_path / "postgresql.jar", "org.postgresql.Driver")
+    assert "spark.jars.repositories" not in resolve_jdbc_jars(["postgresql"], env=env, maven_reachable=True).spark_conf()
+
+
+def test_a_jdbc_packages_mode_that_is_none_of_the_three_is_refused_even_with_every_driver_found(tmp_path: Path) -> None:
+    _jar(tmp_path / "postgresql.jar", "org.postgresql.Driver")
+    with pytest.raises(SparkJobError, match="OUTBOX_SPARK_JDBC_PACKAGES must be auto, always or never"):
+        resolve_jdbc_jars(["postgresql"], env={"OUTBOX_SPARK_JDBC_DIR": str(tmp_path),
+                                               "OUTBOX_SPARK_JDBC_PACKAGES": "alwayz"}, maven_reachable=True)
+
+
 def test_an_explicit_jar_that_is_missing_or_no_driver_is_an_error(tmp_path: Path) -> None:
     env = {"OUTBOX_SPARK_JDBC_DIR": str(tmp_path)}
     with pytest.raises(JdbcDriverNotFound, match="does not exist"):
