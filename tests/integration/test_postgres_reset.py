@@ -12,8 +12,8 @@ from sqlalchemy import Engine, text
 
 from app.api.app import create_app
 from app.settings import Settings
-from app.storage.tables import metadata
-from tests.conftest import _reset_postgres, require_postgres
+from app.storage.tables import metadata, record_leaf_pattern
+from tests.conftest import LEAVES_KEPT, _reset_postgres, require_postgres
 from tests.helpers import batch, begin, create_topic, ident, init_producer, send
 
 pytestmark = pytest.mark.raw_records  # no settings fixture: the check does not run here
@@ -70,3 +70,26 @@ def test_every_sequence_starts_again_though_its_table_is_empty(engine: Engine) -
     with engine.begin() as conn:
         drawn = {name: conn.execute(text(f"SELECT nextval('\"{name}\"')")).scalar_one() for name, _ in sequences}
     assert drawn == {name: start for name, start in sequences}
+
+
+def leaves(engine: Engine) -> int:
+    with engine.connect() as conn:
+        return conn.execute(text("SELECT count(*) FROM pg_class WHERE relkind = 'r' AND relname ~ :leaf"),
+                            {"leaf": record_leaf_pattern()}).scalar_one()
+
+
+def test_the_leaves_of_records_past_the_kept_number_are_dropped_and_a_new_topic_takes_new_ones(
+        engine: Engine, postgres_url: str) -> None:
+    settings = Settings(database_url=postgres_url, run_coordinator=False, auto_migrate=False,
+                        console_lag_interval_ms=0)
+    with TestClient(create_app(settings)) as client:
+        create_topic(client, "wide", LEAVES_KEPT + 1)
+    assert leaves(engine) > LEAVES_KEPT
+
+    _reset_postgres(engine)
+
+    assert leaves(engine) == 0
+    with TestClient(create_app(settings)) as client:
+        create_topic(client, "t", 2)
+        assert send(client, [batch("t", 1, ["a"])]).status_code == 200
+    assert leaves(engine) == 2
