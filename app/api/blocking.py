@@ -6,7 +6,8 @@ scope and wakes its worker through a `queue.Queue` (a Python Condition): about 6
 CPU per request alone and more under load, where every line of it is taken with the GIL that
 the worker thread wants too (docs/benchmarks.md, "The per-Send fixed cost"). asyncio's own
 `run_in_executor` on a ThreadPoolExecutor wakes its worker through a C `SimpleQueue` and
-answers through the loop's `call_soon_threadsafe`: a third less CPU for the same hop.
+answers through the loop's `call_soon_threadsafe`: a third less CPU for the same hop. The
+hand-off here keeps those two and drops most of the rest (below).
 
 What anyio's hop guaranteed is kept: a request task cancelled while its work runs (the
 server shutting down) waits for the work to finish before it lets the cancellation through,
