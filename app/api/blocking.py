@@ -6,7 +6,8 @@ scope and wakes its worker through a `queue.Queue` (a Python Condition): about 6
 CPU per request alone and more under load, where every line of it is taken with the GIL that
 the worker thread wants too (docs/benchmarks.md, "The per-Send fixed cost"). asyncio's own
 `run_in_executor` on a ThreadPoolExecutor wakes its worker through a C `SimpleQueue` and
-answers through the loop's `call_soon_threadsafe`: a third less CPU for the same hop.
+answers through the loop's `call_soon_threadsafe`: a third less CPU for the same hop. The
+hand-off here keeps those two and drops most of the rest (below).
 
 What anyio's hop guaranteed is kept: a request task cancelled while its work runs (the
 server shutting down) waits for the work to finish before it lets the cancellation through,
@@ -18,6 +19,19 @@ request threads reach for a database connection at once than before this module 
 holds OUTBOX_DB_POOL_SIZE and four times it of overflow, app.storage.engine; a thread beyond
 it waits for a connection). Taking a free token costs no thread wake-up. The work runs in a
 copy of the caller's context, as anyio's hand-off ran it.
+
+Two parts of the hop cost more than the work of handing off, and are done leaner here
+(docs/benchmarks.md, "fixed29"; in process, one hop's CPU fell from about 125 to 45 µs on a
+loaded machine):
+- the token: anyio's `acquire` yields to the event loop once even when a token is free (a
+  checkpoint), a whole turn of the loop a request. A free token is taken without it
+  (`acquire_nowait`, the same token of the same limiter, held by the same task); only a
+  hand-off that finds none waits in `acquire`, queued with the other routes' threads.
+- the pool: ThreadPoolExecutor's `submit` makes a concurrent Future (a Condition and its
+  RLock), takes a Python Semaphore to find an idle thread and two locks, and asyncio chains
+  that Future to one of its own, and `shield` adds a third. Here a job goes into a C
+  `SimpleQueue` that the pool's threads wait on, and its outcome comes back through one
+  `call_soon_threadsafe` to one asyncio Future.
 """
 
 from __future__ import annotations
@@ -25,10 +39,12 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import queue
+import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+import anyio
 import anyio.to_thread
 
 T = TypeVar("T")
@@ -36,39 +52,117 @@ T = TypeVar("T")
 # As many threads as anyio's default limiter has tokens: a hand-off holds a token while its
 # work runs, so the pool never needs more.
 MAX_THREADS = 40
+THREAD_NAME_PREFIX = "outbox-request"
 
-_executor: ThreadPoolExecutor | None = None
+
+class _Job:
+    """One hand-off: the call, the caller's loop and the future its task waits on, and once
+    the call has returned or raised (`finished`, set on the loop's thread), its outcome."""
+
+    __slots__ = ("call", "loop", "waiter", "finished", "value", "error")
+
+    def __init__(self, call: Callable[[], Any], loop: asyncio.AbstractEventLoop) -> None:
+        self.call = call
+        self.loop = loop
+        self.waiter: asyncio.Future[None] = loop.create_future()
+        self.finished = False
+        self.value: Any = None
+        self.error: BaseException | None = None
 
 
-def _pool() -> ThreadPoolExecutor:
+def _settle(job: _Job, value: Any, error: BaseException | None) -> None:
+    """On the caller's loop: the job's outcome, and its task woken (unless it was cancelled:
+    then it waits on a waiter of its own until `finished`)."""
+    job.finished, job.value, job.error = True, value, error
+    if not job.waiter.done():
+        job.waiter.set_result(None)
+
+
+class _Workers:
+    """Threads started as hand-offs need them, up to MAX_THREADS, each waiting on one queue.
+    Daemon threads: a job runs only while a task waits for it (`_run`), and the server ends
+    only once its requests have, so none is running when the interpreter exits."""
+
+    def __init__(self, max_threads: int) -> None:
+        self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads = 0
+        self._idle = 0  # threads waiting for a job, or about to, that no job has been put for
+        self._max_threads = max_threads
+
+    def submit(self, job: _Job) -> None:
+        name = None
+        with self._lock:
+            if self._idle:
+                self._idle -= 1
+            elif self._threads < self._max_threads:
+                name = f"{THREAD_NAME_PREFIX}_{self._threads}"
+                self._threads += 1
+        self._jobs.put(job)
+        if name is not None:
+            threading.Thread(target=self._work, name=name, daemon=True).start()
+
+    def _work(self) -> None:
+        take = self._jobs.get
+        while True:
+            job = take()
+            try:
+                value, error = job.call(), None
+            except BaseException as e:  # noqa: BLE001 - the caller's to see, as an executor's Future would hand it
+                value, error = None, e
+            try:
+                job.loop.call_soon_threadsafe(_settle, job, value, error)
+            except RuntimeError:  # the caller's loop is closed: nobody is left to tell
+                pass
+            del job, value, error  # not kept alive while this thread waits
+            with self._lock:
+                self._idle += 1
+
+
+_workers: _Workers | None = None
+
+
+def _pool() -> _Workers:
     # Made on first use: threads start only as Sends need them, and an app built without
     # serving (the tests build thousands) starts none.
-    global _executor
-    if _executor is None:
-        _executor = ThreadPoolExecutor(MAX_THREADS, thread_name_prefix="outbox-request")
-    return _executor
+    global _workers
+    if _workers is None:
+        _workers = _Workers(MAX_THREADS)
+    return _workers
 
 
 async def run_blocking(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """fn(*args, **kwargs) in a worker thread; its result or its exception."""
-    async with anyio.to_thread.current_default_thread_limiter():
+    limiter = anyio.to_thread.current_default_thread_limiter()
+    try:
+        limiter.acquire_nowait()
+    except anyio.WouldBlock:
+        await limiter.acquire()
+    try:
         return await _run(fn, args, kwargs)
+    finally:
+        limiter.release()
 
 
 async def _run(fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
-    context = contextvars.copy_context()
-    future = asyncio.get_running_loop().run_in_executor(
-        _pool(), functools.partial(context.run, fn, *args, **kwargs))
+    loop = asyncio.get_running_loop()
+    job = _Job(functools.partial(contextvars.copy_context().run, fn, *args, **kwargs), loop)
+    _pool().submit(job)
     try:
-        return await asyncio.shield(future)
+        await job.waiter
     except asyncio.CancelledError:
         # The work goes on in its thread whatever happens here: wait for it (a second
         # cancellation too) so that nothing is torn down under it, then pass the cancellation on.
-        while not future.done():
+        while not job.finished:
+            job.waiter = loop.create_future()
             try:
-                await asyncio.wait([future])
+                await job.waiter
             except asyncio.CancelledError:
                 continue
-        if not future.cancelled():
-            future.exception()  # retrieved: asyncio would log an error nobody is left to see
         raise
+    if job.error is not None:
+        try:
+            raise job.error
+        finally:
+            job = None  # type: ignore[assignment]  # no cycle through the traceback
+    return job.value  # type: ignore[no-any-return]

@@ -322,19 +322,28 @@ class LogChanges:
                     # Anything committed while no connection listened was not heard.
                     self.changed_everywhere()
                     self.listening.set()
+                    self._hear_kept(conn)
                     looked = time.monotonic()
+                    # Every Send's commit notifies, this process's own too, so this thread
+                    # wakes once a Send. What has arrived is read off the socket by libpq
+                    # itself (never waiting: it takes what the socket has) and passed on:
+                    # psycopg's notifies() would add its lock, a generator, a wait on the
+                    # socket with a poll of its own and a Notify of decoded strings to each
+                    # wake, about half of the listener's CPU a Send (docs/benchmarks.md,
+                    # "fixed29"). A failed read raises, as psycopg's would, and the
+                    # connection is made again below.
+                    pgconn = conn.pgconn
                     while not self.closing:
-                        # What has arrived, passed on without waiting (timeout 0): the
-                        # notifications psycopg kept while the look below ran, and those the
-                        # socket has since the wait below ended.
+                        pgconn.consume_input()
                         heard = []
-                        for notify in conn.notifies(timeout=0):
-                            topic_id, _, partition = notify.payload.partition(":")
+                        while (notify := pgconn.notifies()) is not None:
+                            topic_id, _, partition = notify.extra.partition(b":")
                             heard.append((int(topic_id), int(partition)))
                         if heard:
                             self.changed(heard)
                         if time.monotonic() - looked >= RECHECK_S:
                             ends = self._wake_grown(ends, _log_ends(conn))
+                            self._hear_kept(conn)
                             looked = time.monotonic()
                             continue
                         # Until the server sends something, `close` signals, or the next look.
@@ -347,6 +356,17 @@ class LogChanges:
                 logger.warning("not listening for log changes (%s); trying again in %.0f s",
                                type(e).__name__, RECHECK_S)
                 self._closing.wait(RECHECK_S)
+
+    def _hear_kept(self, conn: Any) -> None:
+        """Pass on the notifications psycopg kept while a query of this thread's ran on `conn`
+        (it takes them off the socket then, where libpq's own read no longer finds them), and
+        whatever else has arrived, without waiting."""
+        heard = []
+        for notify in conn.notifies(timeout=0):
+            topic_id, _, partition = notify.payload.partition(":")
+            heard.append((int(topic_id), int(partition)))
+        if heard:
+            self.changed(heard)
 
     def _wake_grown(self, before: dict[Key, int], now: dict[Key, int]) -> dict[Key, int]:
         """Wake the waiters of the partitions whose log ends moved from `before` to `now` (a

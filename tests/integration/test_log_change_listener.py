@@ -59,3 +59,87 @@ def test_a_postgres_url_is_listened_to_as_a_postgresql_one_is(db_url: str) -> No
     finally:
         changes.stop()
         loop.close()
+
+
+def _listening(db_url: str) -> tuple[LogChanges, asyncio.AbstractEventLoop]:
+    changes = LogChanges(db_url)
+    loop = asyncio.new_event_loop()
+    changes.start(loop)
+    assert changes.listening.wait(10), "no LISTEN on the database"
+    return changes, loop
+
+
+def _notify(db_url: str, payload: str) -> None:
+    other = create_engine(db_url)
+    try:
+        with other.begin() as conn:
+            conn.execute(text("SELECT pg_notify(:channel, :payload)"), {"channel": CHANNEL, "payload": payload})
+    finally:
+        other.dispose()
+
+
+def _heard(changes: LogChanges, key: tuple[int, int]) -> None:
+    deadline = time.monotonic() + 10
+    while changes._changed_at.get(key) is None:
+        assert time.monotonic() < deadline, f"the notification of {key} was not passed on"
+        time.sleep(0.01)
+
+
+def test_the_listener_reads_its_notifications_off_the_socket_without_psycopgs_generator(
+        db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each Send's commit wakes the listener: the wake costs libpq's read, not psycopg's
+    # notifies() (its lock, generator and poll), which is left to the notifications psycopg
+    # kept while a query of the listener's ran.
+    import psycopg
+
+    calls = []
+    notifies = psycopg.Connection.notifies
+
+    def counted(self: Any, **kwargs: Any) -> Any:
+        calls.append(kwargs)
+        return notifies(self, **kwargs)
+
+    monkeypatch.setattr(psycopg.Connection, "notifies", counted)
+    changes, loop = _listening(db_url)
+    try:
+        time.sleep(0.2)
+        before = len(calls)
+        for partition in range(5):
+            _notify(db_url, f"8:{partition}")
+            _heard(changes, (8, partition))
+        assert len(calls) == before
+    finally:
+        changes.stop()
+        loop.close()
+
+
+def test_a_notification_that_arrives_during_the_listeners_look_at_the_log_ends_is_passed_on(
+        db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # psycopg takes it off the socket while the look's query runs and keeps it: libpq's read
+    # after the look no longer finds it there.
+    import app.storage.changes as changes_module
+
+    looks = []
+    log_ends = changes_module._log_ends
+
+    def look_with_a_notification_arriving(conn: Any) -> Any:
+        looks.append(1)
+        if len(looks) == 2:  # the first look after LISTEN's
+            _notify(db_url, "9:4")
+            time.sleep(0.2)  # arrived on the listener's socket before its query is sent
+        return log_ends(conn)
+
+    monkeypatch.setattr(changes_module, "_log_ends", look_with_a_notification_arriving)
+    monkeypatch.setattr(changes_module, "RECHECK_S", 0.5)
+    changes, loop = _listening(db_url)
+    try:
+        deadline = time.monotonic() + 10
+        while len(looks) < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        # The next look is RECHECK_S away: a notification kept by psycopg and not passed on
+        # would not be heard before it.
+        _heard(changes, (9, 4))
+    finally:
+        changes.stop()
+        loop.close()

@@ -89,3 +89,43 @@ def test_the_work_runs_in_a_copy_of_the_callers_context() -> None:
         return await run_blocking(request_id.get)
 
     assert asyncio.run(main()) == "r-7"
+
+
+def test_a_free_token_is_taken_without_a_turn_of_the_event_loop() -> None:
+    # anyio's acquire yields to the loop once even when a token is free: a turn of the loop a
+    # Send. The work is handed off first: a callback the loop runs next finds it started.
+    started = threading.Event()
+
+    async def main() -> list[bool]:
+        seen: list[bool] = []
+        asyncio.get_running_loop().call_soon(lambda: seen.append(started.wait(2)))
+        await run_blocking(started.set)
+        return seen
+
+    assert asyncio.run(main()) == [True]
+
+
+def test_a_hand_off_that_finds_no_free_token_waits_for_one() -> None:
+    import anyio.to_thread
+
+    release = threading.Event()
+    order: list[str] = []
+
+    def first() -> None:
+        release.wait(10)
+        order.append("first")
+
+    async def main() -> tuple[tuple[int, int], int]:
+        limiter = anyio.to_thread.current_default_thread_limiter()
+        limiter.total_tokens = 1
+        one = asyncio.ensure_future(run_blocking(first))
+        await asyncio.sleep(0.05)
+        two = asyncio.ensure_future(run_blocking(order.append, "second"))
+        await asyncio.sleep(0.1)
+        waiting = (limiter.borrowed_tokens, len(order))
+        release.set()
+        await asyncio.gather(one, two)
+        return waiting, limiter.borrowed_tokens
+
+    assert asyncio.run(main()) == ((1, 0), 0)
+    assert order == ["first", "second"]
