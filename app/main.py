@@ -10,7 +10,8 @@ import os
 from app import logs
 from app.api.app import create_app
 from app.gc_tuning import tune_for_service
-from app.settings import Settings, misspelt_settings
+from app.settings import Settings
+from app.settings.misspelt import warn_of_misspelt_settings
 
 # The settings of the server `outbox serve` runs around the app, which uvicorn, running the app
 # alone, would ignore without a word: its own address, keep-alive and TLS are its command
@@ -38,7 +39,6 @@ if ignored:
         "would ignore (it serves the HTTP API alone" + (f"; give uvicorn {own} instead" if own else "")
         + "): unset them here, or run `outbox serve`")
 logs.configure(settings)
-for variable, setting in misspelt_settings(os.environ):
-    logging.getLogger("app.main").warning("%s is no setting, and is ignored: %s misspelt?", variable, setting)
+warn_of_misspelt_settings(os.environ, logging.getLogger("app.main"))
 app = create_app(settings)
 tune_for_service()

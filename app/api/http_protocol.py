@@ -119,7 +119,7 @@ def with_connection_limit(protocol_class: type, max_connections: int) -> type:
 
 def with_request_timeout(protocol_class: type, timeout_s: float) -> type:
     """A subclass of uvicorn's httptools protocol class that closes a connection whose request
-    does not arrive (OUTBOX_HTTP_REQUEST_TIMEOUT_S, app/settings.py): its head not whole within
+    does not arrive (OUTBOX_HTTP_REQUEST_TIMEOUT_S, app/settings/__init__.py): its head not whole within
     `timeout_s` of the connection opening (first request) or of the head's first byte (later
     ones; until then uvicorn's keep-alive timer counts), or its body receiving nothing for
     `timeout_s`. uvicorn times out only an idle keep-alive connection, from its last response

@@ -183,7 +183,10 @@ def main(argv: list[str] | None = None) -> int:
 
         logs.configure(settings)
         if not over_http:
-            _warn_of_misspelt_settings()
+            # Once the log is configured, for every command that reads the settings.
+            from app.settings.misspelt import warn_of_misspelt_settings
+
+            warn_of_misspelt_settings(os.environ, logger)
         status = remote.run(args) if over_http else args.func(settings, args)
         sys.stdout.flush()  # here, where a reader that went away is caught below
         return status
@@ -229,15 +232,6 @@ def _remote(args: argparse.Namespace) -> bool:
         raise CommandError(f"{', '.join(given)}: only for the admin commands over HTTP ({', '.join(sorted(remote.COMMANDS))} "
                            f"with --url); {where}", EXIT_USAGE)
     return False
-
-
-def _warn_of_misspelt_settings() -> None:
-    from app.settings import misspelt_settings
-
-    # Once the log is configured, for every command that reads the settings: each would
-    # otherwise run with the setting meant at its default.
-    for variable, setting in misspelt_settings(os.environ):
-        logger.warning("%s is no setting, and is ignored: %s misspelt?", variable, setting)
 
 
 # --- errors → one line ------------------------------------------------------------------------

@@ -11,7 +11,8 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from app.settings import Settings, host_name
+from app.settings import Settings
+from app.settings.addresses import host_name
 
 if TYPE_CHECKING:
     from app.composition import Services
@@ -164,7 +165,7 @@ def port_number(text: str) -> int:
 
 
 def listen_host(text: str) -> str:
-    """An argparse type: a host name or address to listen on (app.settings.host_name)."""
+    """An argparse type: a host name or address to listen on (app.settings.addresses.host_name)."""
     try:
         return host_name(text)
     except ValueError as e:

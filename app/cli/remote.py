@@ -38,7 +38,7 @@ from app.cli.common import (
 )
 from app.client.errors import ClientError
 from app.client.http import FOREIGN_ERROR_PREFIX, Session, credentials, shown_address
-from app.settings import host_name
+from app.settings.addresses import host_name
 
 # The command groups that go over HTTP when a URL is given; every other command (serve,
 # coordinator, migrate, backup, grant-reader, …) needs the database itself.

@@ -28,7 +28,8 @@ from app.cli.common import (
     prepare_database,
     require_sqlite_directory,
 )
-from app.settings import EVERY_ADDRESS, Settings, kafka_address
+from app.settings import Settings
+from app.settings.addresses import EVERY_ADDRESS, kafka_address
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -318,7 +318,7 @@ def test_a_transactional_id_expiration_past_the_databases_integers_is_refused() 
 
 
 def test_a_variable_near_a_settings_name_is_named_as_that_setting_misspelt() -> None:
-    from app.settings import misspelt_settings
+    from app.settings.misspelt import misspelt_settings
 
     environ = {"OUTBOX_FETCH_MAX_WAIT": "1000", "OUTBOX_KAFKA_LISTENERS": "127.0.0.1:9092",
                "outbox_loglevel": "debug", "OUTBOX_LOG_LEVEL": "info", "PATH": "/usr/bin",

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -14,6 +12,7 @@ from sqlalchemy.exc import ArgumentError
 from app.database_url import DRIVERS, sqlite_in_memory, unencoded_at
 from app.domain.topic_config import DEFAULT_MAX_MESSAGE_BYTES
 from app.log_settings import LogSettings
+from app.settings.addresses import EVERY_ADDRESS, host_name, kafka_address
 
 AUTHENTICATION_METHODS = ("api_key", "jwt", "mtls")
 NO_AUTHENTICATION = "none"
@@ -41,33 +40,6 @@ class Limit:
         return f"{self.low}..{self.high} ({self.settings})"
 
 
-def host_name(host: str) -> str:
-    """`host` (a name or an address); ValueError if no resolver could be asked for it. The
-    socket functions encode a name with the idna codec, which refuses an empty label (`a..b`)
-    or one over 63 characters with a UnicodeError: checked here, it is the setting's mistake,
-    named, and not an unexpected error of the socket's."""
-    try:
-        host.encode("idna")
-    except UnicodeError as e:
-        # The codec's reason: its own (a UnicodeEncodeError's), or that of the error it wraps.
-        reason = getattr(e, "reason", None) or e.__cause__ or e
-        raise ValueError(f"{host!r} is not a valid host name ({reason})") from None
-    return host
-
-
-# The hosts that bind a listener to every interface: no client can connect to one of them.
-EVERY_ADDRESS = frozenset({"0.0.0.0", "::", ""})
-
-
-def kafka_address(listener: str) -> tuple[str, int]:
-    """"host:port" (an IPv6 host in brackets) as (host, port); ValueError if it is not one."""
-    host, sep, port = listener.strip().rpartition(":")
-    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"must be host:port, e.g. 127.0.0.1:9092, not {listener!r}")
-    return host_name(host), int(port)
-
-
 # The settings that act on one kind of database only, by that kind; each is refused with a
 # database of the other kind.
 OTHER_BACKENDS_SETTINGS = {
@@ -75,31 +47,6 @@ OTHER_BACKENDS_SETTINGS = {
     # SQLite's connections are files of this process: nothing to test before handing one out.
     "postgresql": ("db_pool_pre_ping",),
 }
-
-# How near (difflib's ratio, 0 to 1) a variable's name must be to a setting's to be taken for it
-# misspelt: OUTBOX_FETCH_MAX_WAIT is 0.93 from OUTBOX_FETCH_MAX_WAIT_MS, OUTBOX_LOGLEVEL 0.97 from
-# OUTBOX_LOG_LEVEL; the project's other variables (OUTBOX_URL, OUTBOX_API_KEY, OUTBOX_SPARK_*)
-# are at most 0.76 from any setting's.
-MISSPELT_RATIO = 0.8
-
-
-def misspelt_settings(environ: Mapping[str, str]) -> list[tuple[str, str]]:
-    """The OUTBOX_ variables of `environ` that are no setting but are so near a setting's name
-    that they are likely it misspelt, each with that setting's variable, in the order found.
-    pydantic-settings ignores a variable it does not know (other tools' OUTBOX_ variables, the
-    admin commands' OUTBOX_URL, are no settings), so a misspelt one would leave its setting at
-    the default without a word."""
-    names = [f"OUTBOX_{name.upper()}" for name in Settings.model_fields]
-    found = []
-    for variable in environ:
-        upper = variable.upper()
-        if not upper.startswith("OUTBOX_") or upper in names:
-            continue
-        near = difflib.get_close_matches(upper, names, n=1, cutoff=MISSPELT_RATIO)
-        if near:
-            found.append((variable, near[0]))
-    return found
-
 
 ACCEPTED_DATABASE_URLS = "sqlite:///path.db or postgresql+psycopg://user:password@host:5432/db"
 
