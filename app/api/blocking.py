@@ -45,6 +45,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 
 T = TypeVar("T")
@@ -98,18 +99,22 @@ class _Workers:
             elif self._threads < self._max_threads:
                 name = f"{THREAD_NAME_PREFIX}_{self._threads}"
                 self._threads += 1
-        self._jobs.put(job)
         if name is not None:
-            threading.Thread(target=self._work, name=name, daemon=True).start()
+            # Started before the job is queued: a thread that could not start leaves the call
+            # refused, not run later by another thread after its caller was told it failed.
+            try:
+                threading.Thread(target=self._work, name=name, daemon=True).start()
+            except BaseException:
+                with self._lock:
+                    self._threads -= 1
+                raise
+        self._jobs.put(job)
 
     def _work(self) -> None:
         take = self._jobs.get
         while True:
             job = take()
-            try:
-                value, error = job.call(), None
-            except BaseException as e:  # noqa: BLE001 - the caller's to see, as an executor's Future would hand it
-                value, error = None, e
+            value, error = _outcome(job.call)
             try:
                 job.loop.call_soon_threadsafe(_settle, job, value, error)
             except RuntimeError:  # the caller's loop is closed: nobody is left to tell
@@ -117,6 +122,17 @@ class _Workers:
             del job, value, error  # not kept alive while this thread waits
             with self._lock:
                 self._idle += 1
+
+
+def _outcome(call: Callable[[], Any]) -> tuple[Any, BaseException | None]:
+    """call()'s value, or the exception it raised. Caught here, in a frame that ends, and not in
+    the worker's loop: the exception's traceback would otherwise hold the worker's frame, still
+    running, whose locals are by then the next caller's job (another request's arguments, for
+    whoever reads a traceback's locals)."""
+    try:
+        return call(), None
+    except BaseException as e:  # noqa: BLE001 - the caller's to see, as an executor's Future would hand it
+        return None, e
 
 
 _workers: _Workers | None = None
@@ -134,6 +150,10 @@ def _pool() -> _Workers:
 async def run_blocking(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """fn(*args, **kwargs) in a worker thread; its result or its exception."""
     limiter = anyio.to_thread.current_default_thread_limiter()
+    # A task whose cancel scope is already cancelled stops here, as anyio's own acquire would
+    # stop it: the free token below is taken without one, and the work would run (a Send
+    # committed) for a caller that will never read its answer.
+    await anyio.lowlevel.checkpoint_if_cancelled()
     try:
         limiter.acquire_nowait()
     except anyio.WouldBlock:
@@ -153,12 +173,15 @@ async def _run(fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, An
     except asyncio.CancelledError:
         # The work goes on in its thread whatever happens here: wait for it (a second
         # cancellation too) so that nothing is torn down under it, then pass the cancellation on.
-        while not job.finished:
-            job.waiter = loop.create_future()
-            try:
-                await job.waiter
-            except asyncio.CancelledError:
-                continue
+        # Shielded: a cancelled anyio scope cancels its task again at every turn of the loop,
+        # which would spin this wait until the work ends.
+        with anyio.CancelScope(shield=True):
+            while not job.finished:
+                job.waiter = loop.create_future()
+                try:
+                    await job.waiter
+                except asyncio.CancelledError:
+                    continue
         raise
     if job.error is not None:
         try:

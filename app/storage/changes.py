@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import select
+import selectors
 import socket
 import sqlite3
 import threading
@@ -316,7 +316,12 @@ class LogChanges:
         conninfo = make_url(self.database_url).set(drivername="postgresql").render_as_string(hide_password=False)
         while not self.closing:
             try:
-                with psycopg.connect(conninfo, autocommit=True) as conn:
+                with psycopg.connect(conninfo, autocommit=True) as conn, selectors.DefaultSelector() as sockets:
+                    # A selector, not select.select: that refuses a descriptor of 1024 or more,
+                    # which a service holding many connections (its open-file limit raised at
+                    # start) gives this connection, and the listener would never listen.
+                    sockets.register(conn.fileno(), selectors.EVENT_READ)
+                    sockets.register(stopping, selectors.EVENT_READ)
                     conn.execute(f"LISTEN {CHANNEL}")
                     ends = _log_ends(conn)
                     # Anything committed while no connection listened was not heard.
@@ -347,8 +352,7 @@ class LogChanges:
                             looked = time.monotonic()
                             continue
                         # Until the server sends something, `close` signals, or the next look.
-                        select.select([conn.fileno(), stopping], [], [],
-                                      max(0.0, RECHECK_S - (time.monotonic() - looked)))
+                        sockets.select(max(0.0, RECHECK_S - (time.monotonic() - looked)))
             except Exception as e:  # noqa: BLE001 - the database may be restarting: waiters time out meanwhile
                 self.listening.clear()
                 if self.closing:

@@ -143,3 +143,35 @@ def test_a_notification_that_arrives_during_the_listeners_look_at_the_log_ends_i
     finally:
         changes.stop()
         loop.close()
+
+
+def test_a_listener_whose_connection_has_a_descriptor_past_1023_hears_notifications(db_url: str) -> None:
+    # A service holding many connections raises its open-file limit at start: its listener's
+    # connection may then get a descriptor select.select refuses (1024 or more), and a listener
+    # that waited with it would fail every wait and never listen.
+    import os
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1100:
+        pytest.skip(f"the open-file limit's hard bound ({hard}) leaves no descriptor past 1023")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1100), hard))
+    taken = []
+    try:
+        while (fd := os.open(os.devnull, os.O_RDONLY)) < 1030:
+            taken.append(fd)
+        os.close(fd)
+        for fd in taken[-8:]:  # free descriptors past 1023 only, for the listener's socket
+            os.close(fd)
+        del taken[-8:]
+        changes, loop = _listening(db_url)
+        try:
+            _notify(db_url, "10:2")
+            _heard(changes, (10, 2))
+        finally:
+            changes.stop()
+            loop.close()
+    finally:
+        for fd in taken:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -129,3 +129,97 @@ def test_a_hand_off_that_finds_no_free_token_waits_for_one() -> None:
 
     assert asyncio.run(main()) == ((1, 0), 0)
     assert order == ["first", "second"]
+
+
+def test_a_caller_whose_cancel_scope_is_already_cancelled_runs_no_work() -> None:
+    # As anyio's own acquire: the free token is taken without a checkpoint, and the work (a
+    # Send's commit) would otherwise run for a caller that will never read its answer.
+    import anyio
+
+    ran: list[str] = []
+
+    async def main() -> None:
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await run_blocking(ran.append, "committed")
+
+    anyio.run(main)
+    assert ran == []
+
+
+def test_a_cancelled_scope_waits_for_the_work_without_spinning_the_loop() -> None:
+    # A cancelled anyio scope cancels its task again at every turn of the loop: the wait for
+    # the work is shielded from it, or it would make a waiter a turn until the work ended.
+    import anyio
+    import anyio.to_thread
+
+    started, release = threading.Event(), threading.Event()
+    waiters: list[int] = []
+    finished: list[str] = []
+
+    def work() -> None:
+        started.set()
+        release.wait(10)
+        finished.append("committed")
+
+    async def main() -> int:
+        loop = asyncio.get_running_loop()
+        create_future = loop.create_future
+
+        def counted() -> asyncio.Future[None]:
+            waiters.append(1)
+            return create_future()
+
+        scope = anyio.CancelScope()
+
+        async def caller() -> None:
+            with scope:
+                await run_blocking(work)
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(caller)
+            await anyio.to_thread.run_sync(started.wait, 10)
+            loop.create_future = counted  # type: ignore[method-assign]
+            scope.cancel()
+            threading.Timer(0.3, release.set).start()
+        return len(waiters)
+
+    made = anyio.run(main)
+    assert finished == ["committed"]
+    assert made <= 5, f"{made} waiters made while the work ran"
+
+
+def test_an_exception_raised_to_the_caller_holds_no_frame_of_the_worker_that_is_still_running() -> None:
+    # Whoever reads a traceback's locals (an error reporter) would find there the worker's
+    # loop, by then running another request's job with that request's arguments.
+    def fail() -> None:
+        raise LookupError("no such topic")
+
+    with pytest.raises(LookupError) as raised:
+        asyncio.run(run_blocking(fail))
+    frames = []
+    tb = raised.value.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame.f_code.co_name)
+        tb = tb.tb_next
+    assert "fail" in frames
+    assert "_work" not in frames
+
+
+def test_a_thread_that_cannot_start_leaves_the_work_refused_and_not_queued(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The caller is told the hand-off failed (an error answer): its work must not run later.
+    from app.api.blocking import _Job, _Workers
+
+    def cannot_start(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    workers = _Workers(2)
+    loop = asyncio.new_event_loop()
+    try:
+        monkeypatch.setattr(threading.Thread, "start", cannot_start)
+        with pytest.raises(RuntimeError, match="can't start new thread"):
+            workers.submit(_Job(lambda: None, loop))
+    finally:
+        loop.close()
+    assert workers._jobs.empty()
+    assert workers._threads == 0
