@@ -119,7 +119,8 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock, *,
     errors.install(app)
     # The schema first: on a database not migrated yet, credentials cannot be checked either.
     authenticated = [Depends(require_schema), Depends(authenticate)]
-    docs_ui.install(app, dependencies=authenticated if settings.protect_docs else [])
+    docs_ui.install(app, dependencies=authenticated if settings.protect_docs else [],
+                    takes_credentials=bool(settings.authentication_methods))
     console.install(app)
 
     # Innermost, so that the metrics and the access log see a HEAD as sent (app.api.methods).

@@ -35,9 +35,17 @@ CSP = ("default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 
        "img-src 'self' data:; worker-src 'self' blob:")
 
 
-def install(app: FastAPI, dependencies: Sequence[Depends] = ()) -> None:
+# Swagger UI's Authorize button and each operation's lock, hidden where the service takes no
+# credentials (OUTBOX_AUTHENTICATION unset): the document still names its schemes, which every
+# operation may be called without, but a newcomer shown a button to authorize looks for a key
+# the service does not ask for. Swagger UI has no setting for it; the page's own style does.
+NO_AUTHORIZE_STYLE = "<style>.swagger-ui .auth-wrapper, .swagger-ui .authorization__btn { display: none !important; }</style>"
+
+
+def install(app: FastAPI, dependencies: Sequence[Depends] = (), *, takes_credentials: bool = True) -> None:
     """Serve the OpenAPI document, the vendored files and the two pages, each behind
-    `dependencies` (authentication, where OUTBOX_PROTECT_DOCS says). `app` must have been
+    `dependencies` (authentication, where OUTBOX_PROTECT_DOCS says); Swagger UI's Authorize
+    button only where the service `takes_credentials`. `app` must have been
     built with docs_url, redoc_url and openapi_url None, or FastAPI's own routes, which take
     no dependencies and whose pages load from CDNs, would answer first."""
     if app.docs_url or app.redoc_url or app.openapi_url:
@@ -73,6 +81,8 @@ def install(app: FastAPI, dependencies: Sequence[Depends] = ()) -> None:
             oauth2_redirect_url=None,  # the API has no OAuth2 flow: tokens are pasted into Authorize
             # Not persistAuthorization: it would keep the key in localStorage, past the session.
         )
+        if not takes_credentials:
+            page = HTMLResponse(bytes(page.body).decode().replace("</head>", NO_AUTHORIZE_STYLE + "</head>", 1))
         page.headers["Content-Security-Policy"] = CSP
         return page
 

@@ -181,6 +181,11 @@ def test_swagger_ui_renders_every_operation_loading_only_from_the_server(visit, 
     )
 
     assert sorted(rendered) == operations
+    # This service takes no credentials: no Authorize button, no lock on an operation (the
+    # secured service's test below clicks both).
+    assert v.page.locator(".btn.authorize").count() == 1
+    assert not v.page.locator(".btn.authorize").is_visible()
+    assert not v.page.locator(".authorization__btn").first.is_visible()
     outcomes = v.outcomes()
     assert [u for u, _ in outcomes if not is_own(u, server)] == []
     assert [(u, o) for u, o in outcomes if o != "200"] == []

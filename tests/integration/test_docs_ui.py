@@ -152,3 +152,14 @@ def test_vendored_bundles_ship_with_their_licences(folder: str) -> None:
     names = {p.name for p in (docs_ui.STATIC_DIR / folder).iterdir()}
     bundle = {"swagger-ui": "swagger-ui-bundle.js", "redoc": "redoc.standalone.js"}[folder]
     assert {"LICENSE", f"{bundle}.LICENSE.txt"} <= names
+
+
+
+@pytest.mark.parametrize("authentication, authorize_shown", [(None, False), ("api_key", True)])
+def test_swagger_uis_authorize_button_is_shown_only_where_the_service_takes_credentials(
+        tmp_path: Path, authentication: str | None, authorize_shown: bool) -> None:
+    settings = Settings(database_url=f"sqlite:///{tmp_path}/outbox.db", authentication=authentication)
+    client = TestClient(create_app(settings))  # no lifespan: the pages need no database
+    assert (docs_ui.NO_AUTHORIZE_STYLE not in client.get("/docs").text) == authorize_shown
+    # The document names the schemes either way: a client may send credentials to any service.
+    assert set(client.get("/openapi.json").json()["components"]["securitySchemes"]) == {"bearerAuth", "basicAuth"}
