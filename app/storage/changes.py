@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import selectors
 import socket
 import sqlite3
@@ -71,6 +72,15 @@ _CHANGED = "outbox_changed_partitions"
 _ANNOUNCED = "outbox_announced_partitions"  # of _CHANGED, those a statement has notified already
 
 Key = tuple[int, int]  # (topic_id, partition)
+
+_PAYLOAD = re.compile(rb"(0|[1-9][0-9]{0,17}):(0|[1-9][0-9]{0,9})")
+
+
+def parse_payload(payload: bytes) -> Key | None:
+    """The partition a notification's payload `<topic_id>:<partition>` names (as `announce` and
+    the appender write it), or None for anything else."""
+    found = _PAYLOAD.fullmatch(payload)
+    return None if found is None else (int(found[1]), int(found[2]))
 
 
 def mark_changed(conn: Connection, topic_id: int, partition: int, *, announced: bool = False) -> None:
@@ -139,6 +149,7 @@ class LogChanges:
         # waiter's registration and its look without either seeing the other.
         self._lock = threading.Lock()
         self._closing = threading.Event()
+        self._last_odd_payload_warning = -RECHECK_S  # `_hear`: warned of a payload naming no partition
         # PostgreSQL: the listener waits on its connection's socket and on this pair's reading
         # end, to which `close` writes, so that a stop is seen at once rather than at the end
         # of a wait (a timed wait made every app's shutdown wait half of it on average).
@@ -342,8 +353,7 @@ class LogChanges:
                         pgconn.consume_input()
                         heard = []
                         while (notify := pgconn.notifies()) is not None:
-                            topic_id, _, partition = notify.extra.partition(b":")
-                            heard.append((int(topic_id), int(partition)))
+                            self._hear(notify.extra, heard)
                         if heard:
                             self.changed(heard)
                         if time.monotonic() - looked >= RECHECK_S:
@@ -365,12 +375,27 @@ class LogChanges:
         """Pass on the notifications psycopg kept while a query of this thread's ran on `conn`
         (it takes them off the socket then, where libpq's own read no longer finds them), and
         whatever else has arrived, without waiting."""
-        heard = []
+        heard: list[Key] = []
         for notify in conn.notifies(timeout=0):
-            topic_id, _, partition = notify.payload.partition(":")
-            heard.append((int(topic_id), int(partition)))
+            self._hear(notify.payload.encode(), heard)
         if heard:
             self.changed(heard)
+
+    def _hear(self, payload: bytes, heard: list[Key]) -> None:
+        """Add the partition a notification names to `heard`. Any role that may connect to the
+        database may NOTIFY on the channel, a read-only one too: a payload that is not
+        `<topic_id>:<partition>` is passed over (one warning a RECHECK_S) rather than raised,
+        which would drop the connection and leave every waiting reader unheard until the
+        listener came back, RECHECK_S later."""
+        key = parse_payload(payload)
+        if key is not None:
+            heard.append(key)
+            return
+        now = time.monotonic()
+        if now - self._last_odd_payload_warning >= RECHECK_S:
+            self._last_odd_payload_warning = now
+            logger.warning("passed over a notification on %s that names no partition (%d bytes); "
+                           "some role other than this service's sends on that channel", CHANNEL, len(payload))
 
     def _wake_grown(self, before: dict[Key, int], now: dict[Key, int]) -> dict[Key, int]:
         """Wake the waiters of the partitions whose log ends moved from `before` to `now` (a

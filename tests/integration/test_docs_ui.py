@@ -154,7 +154,6 @@ def test_vendored_bundles_ship_with_their_licences(folder: str) -> None:
     assert {"LICENSE", f"{bundle}.LICENSE.txt"} <= names
 
 
-
 @pytest.mark.parametrize("authentication, authorize_shown", [(None, False), ("api_key", True)])
 def test_swagger_uis_authorize_button_is_shown_only_where_the_service_takes_credentials(
         tmp_path: Path, authentication: str | None, authorize_shown: bool) -> None:

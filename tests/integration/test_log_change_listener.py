@@ -175,3 +175,23 @@ def test_a_listener_whose_connection_has_a_descriptor_past_1023_hears_notificati
         for fd in taken:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+@pytest.mark.parametrize("payload", ["", "hello", "7", "7:", ":3", "7:3:1", "-1:2", "7:x", "1" * 40 + ":1"])
+def test_a_notification_naming_no_partition_is_passed_over_and_the_listener_keeps_listening(
+        db_url: str, payload: str, caplog: pytest.LogCaptureFixture) -> None:
+    # Any role that may connect may NOTIFY on the channel, a read-only one too. Raised, such a
+    # payload dropped the listener's connection, and the waiting readers heard nothing more until
+    # it listened again, RECHECK_S (30 s) later.
+    changes, loop = _listening(db_url)
+    try:
+        _notify(db_url, payload)
+        _notify(db_url, "11:5")
+        _heard(changes, (11, 5))
+        assert changes.listening.is_set()
+        assert [r.getMessage() for r in caplog.records if r.name == "app.storage.changes"] == [
+            f"passed over a notification on {CHANNEL} that names no partition ({len(payload.encode())} bytes); "
+            "some role other than this service's sends on that channel"]
+    finally:
+        changes.stop()
+        loop.close()
