@@ -6,8 +6,9 @@ import logging
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from app.api import methods
 from app.domain import errors as e
@@ -134,7 +135,21 @@ def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
+# The status the access log and outbox_http_requests_total give a request whose client closed
+# the connection before its body was read (nginx's "client closed request"): nobody reads the
+# answer, and it is not the service's failure.
+CLIENT_CLOSED_REQUEST = 499
+
+
+def _client_gone(_: Request, exc: Exception) -> Response:
+    # A client that hung up in the middle of its body (or was closed for sending it too slowly,
+    # app.api.http_protocol): handled here rather than by `_unexpected`, which logged it with
+    # two tracebacks and counted a 500 and an UNKNOWN_SERVER_ERROR, as if the service had failed.
+    return Response(status_code=CLIENT_CLOSED_REQUEST)
+
+
 def install(app: FastAPI) -> None:
+    app.add_exception_handler(ClientDisconnect, _client_gone)
     app.add_exception_handler(e.OutboxError, _outbox_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, http_error)

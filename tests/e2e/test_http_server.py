@@ -208,6 +208,39 @@ def test_a_request_whose_head_or_body_never_completes_is_closed_and_others_are_a
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("path", ["/v1/records", "/v1/topics"])
+def test_a_client_gone_before_its_body_arrived_is_a_499_not_a_failure_of_the_service(launcher, path: str) -> None:  # type: ignore[no-untyped-def]
+    # One client hangs up in the middle of its body, another is closed for sending the rest too
+    # slowly. Neither is the service's failure: they were logged with two tracebacks each and
+    # counted as a 500 and an UNKNOWN_SERVER_ERROR, where an alert on 5xx would fire.
+    server = launcher.server(http_request_timeout_s=1)
+    head = (b"POST %s HTTP/1.1\r\nHost: outbox\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 100\r\n\r\n{\"batches\": [" % path.encode())
+    hung_up = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+    hung_up.sendall(head)
+    time.sleep(0.2)
+    hung_up.close()
+    too_slow = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+    try:
+        too_slow.sendall(head)
+        assert _closed_within(too_slow, 20)
+    finally:
+        too_slow.close()
+    deadline = time.monotonic() + 10
+    while server.log_text().count(f"POST {path} 499 ") < 2:
+        assert time.monotonic() < deadline, server.log_text()[-3000:]
+        time.sleep(0.05)
+    log = server.log_text()
+    for failure in ("Traceback", "unexpected error", "Exception in ASGI application", f"POST {path} 500"):
+        assert failure not in log, log[-3000:]
+    with server.client() as c:
+        metrics = c.get("/metrics").text
+    assert f'outbox_http_requests_total{{method="POST",route="{path}",status="499"}} 2.0' in metrics
+    assert 'status="500"' not in metrics
+    assert 'error_code="UNKNOWN_SERVER_ERROR"' not in metrics
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_a_body_that_keeps_arriving_slowly_is_not_cut_by_the_request_timeout(launcher) -> None:  # type: ignore[no-untyped-def]
     # The body's timeout counts silence, not the whole body: a large body over a slow link
     # takes longer than OUTBOX_HTTP_REQUEST_TIMEOUT_S and is still answered.
