@@ -30,6 +30,7 @@ from app.api.security_headers import SecurityHeaders
 from app.api.rate_history import RateHistory
 from app.api.routers import (acls, console_history, fetch, groups, health, metrics, producers, records, topics,
                              transactions)
+from app.api.query_guard import refuse_unknown_query_parameters
 from app.api.security import authenticate, metrics_dependencies
 from app.domain.clock import Clock, system_clock
 from app.settings import Limit, Settings
@@ -134,8 +135,9 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock, *,
     # (a load balancer has no credentials), /metrics where OUTBOX_PROTECT_METRICS says.
     api_routers = [m.router for m in (topics, producers, records, fetch, transactions, groups, console_history)]
     api_routers += [transactions.admin_router, acls.router, acls.principals_router, acls.cluster_router]
+    # After authentication: a caller without credentials learns nothing of a route's parameters.
     for router in api_routers:
-        app.include_router(router, dependencies=authenticated)
+        app.include_router(router, dependencies=[*authenticated, Depends(refuse_unknown_query_parameters)])
     app.include_router(health.router)
     app.include_router(metrics.router, dependencies=metrics_dependencies(settings.protect_metrics))
     routers = [*api_routers, health.router, metrics.router]
