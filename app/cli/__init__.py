@@ -39,6 +39,15 @@ from app.settings import Settings
 __all__ = ["EXIT_AUTH", "EXIT_FAILURE", "EXIT_USAGE", "CommandError", "build_parser", "main", "openapi_yaml"]
 
 
+class _Unrecognized(CommandError):
+    """Arguments a (sub)command did not know, named with the help of the one that met them."""
+
+
+# Where the parse leaves the name of the innermost (sub)command that met arguments it did not
+# know, for `parse_args` to point at its help.
+_HELP_OF = "_outbox_help_of"
+
+
 class _Parser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
         # No abbreviated options: `grant-reader r --password SECRET` took --password for
@@ -52,13 +61,19 @@ class _Parser(argparse.ArgumentParser):
 
     def parse_args(self, args=None, namespace=None):  # type: ignore[no-untyped-def]
         parsed, unknown = self.parse_known_args(args, namespace)
+        help_of = vars(parsed).pop(_HELP_OF, self.prog)
         if unknown:
-            self.error(f"unrecognized arguments: {_shown_arguments(unknown)}")
+            # The help of the subcommand that did not know them, where their syntax is:
+            # `outbox topics alter --config …` pointed at `outbox --help`.
+            raise CommandError(f"unrecognized arguments: {_shown_arguments(unknown)} (see `{help_of} --help`)",
+                               EXIT_USAGE)
         return parsed
 
     def parse_known_args(self, args=None, namespace=None):  # type: ignore[no-untyped-def]
         try:
-            return super().parse_known_args(args, namespace)
+            parsed, unknown = super().parse_known_args(args, namespace)
+        except _Unrecognized:
+            raise  # named by a subcommand's parser below this one, with its help
         except CommandError:
             # argparse refuses a missing argument (the command, a subcommand's action) before it
             # reports an option it does not know, and that option is most often the mistake:
@@ -66,8 +81,14 @@ class _Parser(argparse.ArgumentParser):
             # required, the options it did not know are named instead, if there are any.
             unknown = self._unknown_arguments(args, namespace)
             if unknown:
-                self.error(f"unrecognized arguments: {_shown_arguments(unknown)}")
+                raise _Unrecognized(f"unrecognized arguments: {_shown_arguments(unknown)} (see `{self.prog} --help`)",
+                                    EXIT_USAGE) from None
             raise
+        if unknown and not hasattr(parsed, _HELP_OF):
+            # The innermost parser that met them returns first: a subcommand's, whose
+            # namespace argparse copies into its parent's.
+            setattr(parsed, _HELP_OF, self.prog)
+        return parsed, unknown
 
     def _unknown_arguments(self, args, namespace) -> list[str]:  # type: ignore[no-untyped-def]
         # Relaxed in the subcommands too, so that `outbox --bogus groups` names --bogus rather

@@ -387,12 +387,26 @@ def test_a_missing_argument_is_one_line_and_exit_2(tmp_path: Path, cli: Run) -> 
                     "(see `outbox transactions describe --help`)")
 
 
-@pytest.mark.parametrize("args", [("--bogus",), ("--bogus", "groups"), ("groups", "--bogus")],
+@pytest.mark.parametrize(("args", "help_of"), [(("--bogus",), "outbox"), (("--bogus", "groups"), "outbox"),
+                                               (("groups", "--bogus"), "outbox groups")],
                          ids=["no command", "a command missing its action", "after the command"])
 def test_an_unknown_option_is_the_mistake_named_though_an_argument_is_missing(tmp_path: Path, cli: Run,
-                                                                             args: tuple[str, ...]) -> None:
+                                                                             args: tuple[str, ...],
+                                                                             help_of: str) -> None:
     line = one_error_line(cli(f"sqlite:///{tmp_path}/outbox.db", *args), 2)
-    assert line == "unrecognized arguments: --bogus (see `outbox --help`)"
+    assert line == f"unrecognized arguments: --bogus (see `{help_of} --help`)"
+
+
+@pytest.mark.parametrize(("args", "help_of"), [
+    (("topics", "alter", "orders", "--config", "segment.ms=1000"), "outbox topics alter"),
+    (("topics", "delete-records", "orders", "--bogus"), "outbox topics delete-records"),
+    (("topics", "list", "--bogus"), "outbox topics list"),
+    (("--bogus", "topics", "list"), "outbox"),
+], ids=["a subcommand's", "a subcommand's, an argument missing too", "a listing's", "the command's own"])
+def test_an_unknown_option_points_at_the_help_of_the_command_that_did_not_know_it(
+        tmp_path: Path, cli: Run, args: tuple[str, ...], help_of: str) -> None:
+    line = one_error_line(cli(f"sqlite:///{tmp_path}/outbox.db", *args), 2)
+    assert line.endswith(f"(see `{help_of} --help`)"), line
 
 
 @pytest.mark.parametrize(("args", "settings", "message"), [

@@ -799,11 +799,11 @@ _KEY = "outbox_0123456789abcdef_secret"
 @pytest.mark.parametrize(("args", "message"), [
     (["transactions", "list", "--state", "Ongoing", "--api-key", _KEY], "--api-key: only for the admin commands "
      "over HTTP (acls, groups, principals, topics, transactions with --url); without --url or OUTBOX_URL"),
-    (["serve", "--api-key", _KEY], "unrecognized arguments: --api-key *** (see `outbox --help`)"),
-    (["topics", "list", f"--api-ke={_KEY}"], "unrecognized arguments: --api-ke=*** (see `outbox --help`)"),
-    (["serve", "--api_key", _KEY], "unrecognized arguments: --api_key *** (see `outbox --help`)"),
+    (["serve", "--api-key", _KEY], "unrecognized arguments: --api-key *** (see `outbox serve --help`)"),
+    (["topics", "list", f"--api-ke={_KEY}"], "unrecognized arguments: --api-ke=*** (see `outbox topics list --help`)"),
+    (["serve", "--api_key", _KEY], "unrecognized arguments: --api_key *** (see `outbox serve --help`)"),
     (["--api-key", "outbox_0123", "serve", "--api-key", "outbox_0123_not_key_shaped_secret"],
-     "unrecognized arguments: --api-key *** (see `outbox --help`)"),
+     "unrecognized arguments: --api-key *** (see `outbox serve --help`)"),
 ], ids=["on a command that takes no key", "repeated by argparse as an unrecognized argument",
         "after an abbreviation of its flag", "key-shaped after a flag argparse does not recognise",
         "holding another given value, hidden whole"])
@@ -840,7 +840,8 @@ def test_a_host_name_the_http_library_cannot_decode_is_refused_before_any_reques
 def test_a_misspelt_options_value_is_not_echoed(outbox, args, message) -> None:  # type: ignore[no-untyped-def]
     done = outbox(*args)
 
-    assert (done.status, done.out, done.err) == (EXIT_USAGE, "", f"outbox: error: {message} (see `outbox --help`)\n")
+    command = " ".join(a for a in args[:2] if a not in ("reader",))  # the (sub)command that met it
+    assert (done.status, done.out, done.err) == (EXIT_USAGE, "", f"outbox: error: {message} (see `outbox {command} --help`)\n")
 
 
 def test_a_key_file_of_more_than_one_line_is_refused_without_its_contents(outbox, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
