@@ -57,6 +57,19 @@ access_log = logging.getLogger(ACCESS_LOGGER)
 UNSUPPORTED = "unsupported"
 
 _SIZE = struct.Struct(">i")
+# The first bytes of a TLS handshake record (content type 22, then version 3.x): read as a
+# frame's size on a plaintext listener, they make a frame of some 369 MB.
+_TLS_HANDSHAKE = (b"\x16\x03\x00", b"\x16\x03\x01", b"\x16\x03\x02", b"\x16\x03\x03", b"\x16\x03\x04")
+
+
+def _tls_hint(head: bytes) -> str:
+    """What to add to a too-large frame's line when its size is a TLS handshake's first bytes:
+    a client set to TLS (Kafka's security.protocol SSL or SASL_SSL) on a plaintext listener,
+    which the client itself reports only as timeouts."""
+    if head[:3] in _TLS_HANDSHAKE:
+        return ("; its first bytes are a TLS handshake: a client set to security.protocol=SSL or SASL_SSL "
+                "on this plaintext listener")
+    return ""
 _INT_ZERO = bytes(4)  # the ioctl's int, filled in by the kernel
 # The largest frame read and answered on the event loop: about 11 ms at the slowest measured
 # (2.8 s a MB, a Metadata v0 of one-letter topic names, read and written), where a thread's hop
@@ -170,7 +183,8 @@ class KafkaListener:
                      else min(self.settings.kafka_socket_request_max_bytes, auth.UNAUTHENTICATED_MAX_FRAME_BYTES))
             try:
                 async with asyncio.timeout(idle_s):
-                    (size,) = _SIZE.unpack(await reader.readexactly(4))
+                    head = await reader.readexactly(4)
+                    (size,) = _SIZE.unpack(head)
                     if 0 <= size <= limit:
                         frame = await reader.readexactly(size)
             except TimeoutError:
@@ -182,7 +196,7 @@ class KafkaListener:
                 bound = ("OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES" if session.state is SaslState.AUTHENTICATED
                          else "before authentication")
                 logger.info("Kafka listener: closing the connection from %s: a frame of %d bytes (the limit is %d, "
-                            "%s)", _peer(writer), size, limit, bound)
+                            "%s)%s", _peer(writer), size, limit, bound, _tls_hint(head))
                 return "too_large"
             # Why the connection closes if this frame's CloseConnection closes it.
             closing = "answered"

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import logging
 import socket
+import ssl
 import struct
 import time
 import tracemalloc
@@ -128,6 +130,22 @@ def test_before_authentication_a_frame_over_kafkas_sasl_receive_size_closes_the_
             pass  # closed before the frame was all sent
         assert closed(s)
     _until(lambda: too_large() == 1)
+
+
+def test_a_tls_client_on_the_plaintext_listener_is_closed_with_a_line_that_says_so(
+        kafka: Listener, caplog: pytest.LogCaptureFixture) -> None:
+    # A client set to security.protocol=SSL sees only timeouts; its ClientHello's first bytes,
+    # read as a frame's size, are some 369 MB, and the line said no more than that.
+    caplog.set_level(logging.INFO, logger="app.kafka")
+    outgoing = ssl.MemoryBIO()
+    tls = ssl.create_default_context().wrap_bio(ssl.MemoryBIO(), outgoing, server_hostname="outbox")
+    with pytest.raises(ssl.SSLWantReadError):
+        tls.do_handshake()  # its ClientHello written, waiting for the server's answer
+    client_hello = outgoing.read()
+    with kafka.connect() as s:
+        s.sendall(client_hello)
+        assert closed(s)
+    _until(lambda: any("its first bytes are a TLS handshake" in r.getMessage() for r in caplog.records))
 
 
 def test_a_batch_whose_record_count_is_not_its_offset_deltas_is_an_invalid_record_and_not_written(
