@@ -337,7 +337,7 @@ class _Budget:
         self.left -= n
         if self.left < 0:
             raise TooManyEntries(f"API key {self.api_key} with more than {self.limit} entries in its lists "
-                                 f"(OUTBOX_KAFKA_MAX_REQUEST_ENTRIES)")
+                                 f"and tagged fields")
 
 
 @dataclass(frozen=True, slots=True)
@@ -372,6 +372,12 @@ def _read(cls: type, view: memoryview, at: int, budget: _Budget) -> tuple[Any, i
         # only the known ones are read, each from where its size says it starts.
         count, used = read_unsigned_varint(view, at)
         at += used
+        # Each takes two bytes at least (its tag and its size), and counts as an entry: a frame
+        # of millions of empty tagged fields held a thread for seconds a megabyte, skipping them
+        # one by one, before the entries' bound saw anything.
+        if 2 * count > len(view) - at:
+            raise BufferUnderflow(f"{cls.__name__}'s {count} tagged fields in {len(view) - at} bytes")
+        budget.take(count)
         for _ in range(count):
             tag, used = read_unsigned_varint(view, at)
             at += used

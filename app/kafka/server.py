@@ -214,7 +214,9 @@ class KafkaListener:
                             _peer(writer), e)
                 return "unreadable"
             except protocol.TooManyEntries as e:
-                logger.info("Kafka listener: closing the connection from %s: %s", _peer(writer), e)
+                bound = ("OUTBOX_KAFKA_MAX_REQUEST_ENTRIES" if session.state is SaslState.AUTHENTICATED
+                         else "before authentication")
+                logger.info("Kafka listener: closing the connection from %s: %s (%s)", _peer(writer), e, bound)
                 return "too_large"
             except protocol.CloseConnection as e:
                 logger.info("Kafka listener: closing the connection from %s: %s", _peer(writer), e)
@@ -279,7 +281,7 @@ class KafkaListener:
             return await self._answer(frame, session, writer), False
         if not is_served(api_key, api_version):
             raise protocol.CloseConnection(f"SASL API key {api_key} version {api_version} is not served")
-        body = protocol.parse(frame, self.settings.kafka_max_request_entries).body
+        body = protocol.parse(frame, min(self.settings.kafka_max_request_entries, auth.UNAUTHENTICATED_MAX_ENTRIES)).body
         m = protocol.response_module(api_key, api_version)
         assert m is not None
         if api_key == ApiKey.SASL_HANDSHAKE:
@@ -332,7 +334,8 @@ class KafkaListener:
         # one-letter topics in 1 MB) took 2.8 s to read and write, which on the event loop would
         # hold up every connection of both doors. A small one is not worth a thread's hop.
         off_loop = len(frame) > _INLINE_FRAME_BYTES
-        limit = self.settings.kafka_max_request_entries
+        limit = (self.settings.kafka_max_request_entries if session.state is SaslState.AUTHENTICATED
+                 else min(self.settings.kafka_max_request_entries, auth.UNAUTHENTICATED_MAX_ENTRIES))
         request = await asyncio.to_thread(protocol.parse, frame, limit) if off_loop else protocol.parse(frame, limit)
         response = await self._respond(request, session, writer)
         encoded, errors = (await asyncio.to_thread(_encoded, correlation_id, response)

@@ -132,6 +132,38 @@ def test_before_authentication_a_frame_over_kafkas_sasl_receive_size_closes_the_
     _until(lambda: too_large() == 1)
 
 
+def _api_versions_with_empty_tagged_fields(count: int) -> bytes:
+    m = request_class(18, 3)
+    assert m is not None
+    request = frame(18, 3, m(client_software_name="t", client_software_version="1"))[4:]
+    assert request.endswith(b"\0")  # the body's tagged fields: none
+    varint, n = bytearray(), count
+    while n >= 0x80:
+        varint.append(n & 0x7F | 0x80)
+        n >>= 7
+    body = request[:-1] + bytes(varint) + bytes([n]) + b"\x63\x00" * count  # tag 99, no bytes, each
+    return struct.pack(">i", len(body)) + body
+
+
+def test_before_authentication_a_request_of_more_entries_than_a_handshake_needs_closes_the_connection(
+        secured: Secured) -> None:
+    # Each of 2,000 empty tagged fields skipped in turn: under the frame bound before
+    # authentication, 260,000 of them held a thread for a tenth of a second a request.
+    request = _api_versions_with_empty_tagged_fields(auth.UNAUTHENTICATED_MAX_ENTRIES + 1)
+    too_large = _added("outbox_kafka_connections_closed_total", reason="too_large")
+    with secured.connect() as s:
+        s.sendall(request)
+        assert closed(s)
+    _until(lambda: too_large() == 1)
+
+
+def test_an_authenticated_connections_request_of_as_many_tagged_fields_is_answered(kafka: Listener) -> None:
+    with kafka.connect() as s:
+        s.sendall(_api_versions_with_empty_tagged_fields(auth.UNAUTHENTICATED_MAX_ENTRIES + 1))
+        answer = read_frame(s)
+        assert answer is not None and struct.unpack_from(">hh", answer, 4)[0] == 0  # ApiVersions' error code: none
+
+
 def test_a_tls_client_on_the_plaintext_listener_is_closed_with_a_line_that_says_so(
         kafka: Listener, caplog: pytest.LogCaptureFixture) -> None:
     # A client set to security.protocol=SSL sees only timeouts; its ClientHello's first bytes,

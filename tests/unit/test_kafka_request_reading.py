@@ -184,6 +184,31 @@ def test_the_entries_of_every_list_count_nested_ones_and_null_ones_none() -> Non
     assert parse(_request(9, 7, null), 0).body == null
 
 
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    return bytes(out + bytes([n]))
+
+
+def test_unknown_tagged_fields_count_as_entries_and_many_are_refused_before_they_are_skipped() -> None:
+    # Skipped one by one, a frame of millions of empty tagged fields held a thread for seconds a
+    # megabyte, before authentication too; the entries' bound now counts them as they are read.
+    plain = _request(18, 3, API_VERSIONS_V3)
+    many = 1_000_000
+    request = plain[:-1] + _uvarint(many) + bytes([UNKNOWN_TAG, 0]) * many
+    assert parse(request, many).body == API_VERSIONS_V3
+    with pytest.raises(TooManyEntries, match="more than 100 entries"):
+        parse(request, 100)
+
+
+def test_more_tagged_fields_than_the_bytes_left_can_hold_is_unreadable() -> None:
+    plain = _request(18, 3, API_VERSIONS_V3)
+    with pytest.raises(Unparseable, match="2147483648 tagged fields in 20 bytes"):
+        parse(plain[:-1] + _uvarint(2**31) + bytes([UNKNOWN_TAG, 0]) * 10, ENOUGH)
+
+
 def test_a_list_longer_than_the_bytes_left_is_unreadable_not_over_the_bound() -> None:
     # Each entry takes a byte at least: a length no frame of its size can hold is a corrupt
     # frame, as Kafka's reader says, whatever the bound.
