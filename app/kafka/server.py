@@ -79,8 +79,14 @@ _INLINE_FRAME_BYTES = 4096
 # APIs whose answers are written in a worker thread whatever their request's size: a small
 # Fetch can be answered megabytes of records (50 MiB took 181 ms to write), and a Metadata
 # naming no topics is answered every topic (10,000 of 3 partitions: 149 ms), either of which
-# on the event loop would hold up every connection of both doors.
-_LARGE_ANSWERS = frozenset({ApiKey.FETCH, ApiKey.METADATA})
+# on the event loop would hold up every connection of both doors. So can the others here: a
+# group's members' protocol metadata (DescribeGroups, and JoinGroup to its leader: ten members
+# of 20 MiB each made a 30-byte DescribeGroups' answer 200 MiB, and HTTP waited 4.9 s behind
+# four of them), and listings of every group, ACL, transaction or committed offset.
+_LARGE_ANSWERS = frozenset({ApiKey.FETCH, ApiKey.METADATA, ApiKey.DESCRIBE_GROUPS, ApiKey.JOIN_GROUP,
+                            ApiKey.LIST_GROUPS, ApiKey.OFFSET_FETCH, ApiKey.DESCRIBE_ACLS,
+                            ApiKey.DESCRIBE_CONFIGS, ApiKey.LIST_TRANSACTIONS, ApiKey.DESCRIBE_TRANSACTIONS,
+                            ApiKey.DESCRIBE_PRODUCERS})
 
 
 class KafkaListener:

@@ -401,6 +401,28 @@ def test_describe_groups_and_list_groups_answer_the_groups_of_both_doors(kafka: 
         assert [g.group_id for g in stable] == ["offsets-only"]
 
 
+def test_describe_groups_and_list_groups_answers_are_encoded_off_the_event_loop(
+        kafka: Listener, monkeypatch: Any) -> None:
+    # A group's members' metadata has no bound below the frame's: encoded on the event loop, a
+    # 200 MiB DescribeGroups answer held up every connection of both doors for seconds.
+    import app.kafka.server as server
+
+    threads = []
+    encoded = server._encoded
+
+    def noted(correlation_id: int, response: Any) -> Any:
+        threads.append((type(response).__name__, threading.current_thread().name))
+        return encoded(correlation_id, response)
+
+    monkeypatch.setattr(server, "_encoded", noted)
+    loop_thread = kafka.client.portal.call(lambda: threading.current_thread().name)
+    with kafka.connect() as s:
+        ask(s, 15, DESCRIBE_V, request_class(15, DESCRIBE_V)(groups=("g",), include_authorized_operations=False))  # type: ignore[misc]
+        ask(s, 16, LIST_V, request_class(16, LIST_V)(states_filter=()))  # type: ignore[misc]
+    assert [name for name, _ in threads] == ["DescribeGroupsResponse", "ListGroupsResponse"]
+    assert all(thread != loop_thread for _, thread in threads), (threads, loop_thread)
+
+
 def test_describe_groups_answers_the_client_id_a_member_joined_with_cut_to_255_characters_and_its_host(
         kafka: Listener) -> None:
     create_topic(kafka.client, "orders")
