@@ -226,3 +226,24 @@ def test_a_gone_clients_waiting_joingroup_leaves_the_same_members_new_joingroup_
     assert isinstance(ended, protocol.ClientGone)
     assert (answer.error_code, answer.member_id, answer.generation_id, answer.leader) == (ErrorCode.none, "m-1", 1, "m-0")
     assert asks == ["join", "join", "join"]
+
+
+def test_a_waiting_requests_asks_grow_apart_while_nothing_changes_and_come_back_after_a_change(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each ask reads the group and its members' metadata: a hundred JoinGroups asking every
+    # WAIT_POLL_S took most of a core for as long as a quiet member's session lasted.
+    monkeypatch.setattr(kafka_groups, "WAIT_POLL_S", 0.001)
+    monkeypatch.setattr(kafka_groups, "WAIT_POLL_MAX_S", 0.008)
+
+    async def scenario() -> list[float]:
+        apis = _apis(_Protocol(asyncio.get_running_loop(), {}, ("join", 1), lambda: None))
+        polls, poll_s = [], kafka_groups.WAIT_POLL_S
+        for _ in range(5):  # nothing changes
+            poll_s = await apis._wait(apis._changes, poll_s)
+            polls.append(poll_s)
+        seen = apis._changes
+        apis._notify()  # a request of this process changed a group
+        polls.append(await apis._wait(seen, poll_s))
+        return polls
+
+    assert asyncio.run(scenario()) == [0.002, 0.004, 0.008, 0.008, 0.008, 0.001]
