@@ -70,6 +70,8 @@ def _tls_hint(head: bytes) -> str:
         return ("; its first bytes are a TLS handshake: a client set to security.protocol=SSL or SASL_SSL "
                 "on this plaintext listener")
     return ""
+
+
 _INT_ZERO = bytes(4)  # the ioctl's int, filled in by the kernel
 # The largest frame read and answered on the event loop: about 11 ms at the slowest measured
 # (2.8 s a MB, a Metadata v0 of one-letter topic names, read and written), where a thread's hop
