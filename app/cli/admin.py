@@ -15,6 +15,7 @@ from app.cli.common import (
     offset_reset_request,
     open_services,
     print_json,
+    warn_of_a_plan_only,
 )
 from app.settings import Settings
 
@@ -125,6 +126,7 @@ def groups(settings: Settings, args: argparse.Namespace) -> int:
             out = services.group_offsets.lag(args.group_id).as_dict(args.group_id)
         else:
             out = reset_answer(args.group_id, offset_reset_request(args), services.group_offsets)
+            warn_of_a_plan_only(args)
     finally:
         services.db.dispose()
     print_json(out)

@@ -78,7 +78,8 @@ def config_pairs(pairs: list[str]) -> dict[str, str]:
 def offset_reset_request(args: argparse.Namespace) -> dict[str, object]:
     """`groups reset-offsets`' command line as the body of POST /v1/groups/{group}/offsets/reset,
     for both the direct command and the one over HTTP. As kafka-consumer-groups does, nothing
-    is committed without --execute; without --dry-run either, stderr says so."""
+    is committed without --execute; without --dry-run either, stderr says so once the plan is
+    answered (`warn_of_a_plan_only`)."""
     from datetime import datetime, timezone
 
     body: dict[str, object] = {"dry_run": not args.execute}
@@ -112,11 +113,16 @@ def offset_reset_request(args: argparse.Namespace) -> dict[str, object]:
         body.update(to="timestamp", timestamp_ms=int(at.timestamp() * 1000))
     if args.read_order is not None:
         body["read_order"] = args.read_order
+    return body
+
+
+def warn_of_a_plan_only(args: argparse.Namespace) -> None:
+    """After a `groups reset-offsets` answered with its plan: as Kafka's tool warns, an operator
+    who forgot --execute must not think it done. Not before the answer: a refused reset (an
+    unknown topic) committed nothing either, and its error is the one line to read."""
     if not args.execute and not args.dry_run:
-        # As Kafka's tool warns: an operator who forgot --execute must not think it done.
         print("outbox: the plan only, nothing is committed: add --execute to commit it (--dry-run to "
               "say so without this warning)", file=sys.stderr)
-    return body
 
 
 def open_existing(settings: Settings, *, pool_size: int):  # type: ignore[no-untyped-def]

@@ -35,6 +35,7 @@ from app.cli.common import (
     config_pairs,
     offset_reset_request,
     print_json,
+    warn_of_a_plan_only,
 )
 from app.client.errors import ClientError
 from app.client.http import FOREIGN_ERROR_PREFIX, Session, credentials, shown_address
@@ -245,7 +246,9 @@ def _groups(remote: Remote, args: argparse.Namespace) -> tuple[Answer, Table]:
         return remote.call("GET", path), _group_table
     if args.action == "lag":
         return remote.call("GET", f"{path}/lag"), _lag_table
-    return remote.call("POST", f"{path}/offsets/reset", body=offset_reset_request(args)), _reset_table
+    answer = remote.call("POST", f"{path}/offsets/reset", body=offset_reset_request(args))
+    warn_of_a_plan_only(args)
+    return answer, _reset_table
 
 
 def _transactions(remote: Remote, args: argparse.Namespace) -> tuple[Answer, Table]:

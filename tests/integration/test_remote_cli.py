@@ -294,6 +294,20 @@ def test_groups_reset_offsets_plans_without_execute_and_commits_with_it_as_the_d
         (0, 1), (1, 0)]
 
 
+def test_a_refused_reset_plan_is_its_error_line_alone_over_http_and_directly(served, outbox, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # The plan-only warning came first, as if there were a plan, then the refusal.
+    flags = ["groups", "reset-offsets", _topic("nogroup"), "--topic", _topic("nosuch"), "--to-earliest"]
+
+    over_http = outbox("--url", served.open_url, *flags)
+    monkeypatch.setenv("OUTBOX_DATABASE_URL", served.db_url)
+    direct = outbox(*flags)
+
+    for done in (over_http, direct):
+        assert done.status == 1 and done.out == ""
+        assert done.err.count("\n") == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in done.err, done.err
+        assert "the plan only" not in done.err
+
+
 def test_groups_reset_offsets_with_a_read_order_commits_the_offsets_in_it_over_http_and_directly(served, outbox, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     name, group = _topic("ro"), _topic("moving")
     http = served.http()
