@@ -200,7 +200,8 @@ async def _from_header(state: SecurityState, methods: tuple[str, ...], header: s
         try:
             # At the last colon: a key never holds one, and the user may be User:<name>.
             user, sep, key = base64.b64decode(credentials, validate=True).decode("utf-8").rpartition(":")
-        except (binascii.Error, UnicodeDecodeError):
+        except (binascii.Error, UnicodeDecodeError, ValueError):
+            # ValueError: b64decode refuses a str holding anything but ASCII before it decodes.
             user, sep, key = "", "", ""
         if not sep or not key:
             raise AuthenticationFailed("Basic credentials must be <principal>:<API key>, base64-encoded",

@@ -24,6 +24,12 @@ def translate_driver_errors() -> Iterator[None]:
         yield
     except exc.OperationalError as e:
         raise StorageUnavailable(f"database unavailable: {first_line(e.orig or e)}") from e
+    except exc.TimeoutError as e:
+        # The pool's wait for a connection ran out: every connection is in use (clients that
+        # read their answers slowly hold theirs). The database is not broken, only busy; as a 500
+        # this was counted as the service's fault.
+        raise StorageUnavailable("database unavailable: every connection of the pool is in use "
+                                 "(OUTBOX_DB_POOL_SIZE); try again") from e
     except exc.DataError as e:
         # A value the database cannot store (the API's validation should have caught it).
         raise InvalidRequest(f"value refused by the database: {first_line(e.orig or e)}") from e

@@ -719,6 +719,15 @@ def test_an_api_key_in_basic_credentials_is_taken_with_its_principals_name_or_no
     assert statuses == [200, 200, 200, 401]
 
 
+@pytest.mark.parametrize("credentials", [b"Basic \xff\xfe", b"Basic \xc3\xa9A==", b"Basic ###"],
+                         ids=["bytes past ASCII", "UTF-8 past ASCII", "not base64"])
+def test_basic_credentials_that_are_not_base64_text_are_a_401_not_a_500(world: World, credentials: bytes) -> None:
+    # base64 refuses a str holding anything but ASCII with a ValueError of its own, which was
+    # answered 500 UNKNOWN_SERVER_ERROR with a traceback, to a caller with no credentials.
+    r = world.client.get("/v1/topics/orders", headers={"Authorization": credentials})  # type: ignore[dict-item]
+    assert (r.status_code, r.json()["error_code"]) == (401, "AUTHENTICATION_FAILED")
+
+
 def test_the_admin_endpoints_refuse_bad_bindings_and_change_nothing(world: World) -> None:
     before = world.stored.snapshot()
     for acl in ({"principal": "alice", "resource_type": "topic", "resource_name": "t", "operation": "read"},

@@ -1187,6 +1187,17 @@ def test_head_of_a_stream_answers_its_headers_and_ends(client: TestClient) -> No
         200, "text/event-stream; charset=utf-8", b"")
 
 
+@pytest.mark.parametrize("last_event_id", [b"\xb2", b"1\xb9", b"\xbc", b"x"], ids=["²", "1¹", "¼", "x"])
+def test_a_last_event_id_that_is_not_ascii_digits_is_invalid_request_before_the_stream_starts(
+        client: TestClient, last_event_id: bytes) -> None:
+    # Read as latin-1, "²" and "1¹" passed str.isdigit and then failed int(): a 500.
+    create_topic(client, "orders")
+
+    r = client.get("/v1/topics/orders/partitions/0/stream", headers={"Last-Event-ID": last_event_id})  # type: ignore[dict-item]
+
+    assert (r.status_code, r.json()["error_code"]) == (400, "INVALID_REQUEST")
+
+
 def test_head_of_a_protected_route_without_credentials_is_refused_as_get_is(settings: Settings, clock) -> None:  # type: ignore[no-untyped-def]
     with TestClient(create_app(settings.model_copy(update={"authentication": "api_key"}), clock)) as c:
         got = c.get("/v1/topics")
