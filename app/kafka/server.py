@@ -41,6 +41,7 @@ from app.kafka import auth, protocol
 from app.kafka.api_keys import ApiKey, is_served
 from app.kafka.apis import Apis, Broker, api_versions_answer
 from app.kafka.auth import SaslState, Session
+from app.kafka.frame_budget import FrameBudget
 from app.logs import ACCESS_LOGGER, RateLimitedWarning
 from app.metrics import (
     KAFKA_CONNECTIONS,
@@ -116,6 +117,7 @@ class KafkaListener:
         # app.logs.WARNING_INTERVAL_S a bound: a flood of connections is not a flood of the log.
         self._refused = RateLimitedWarning(logger)
         self._refused_per_address = RateLimitedWarning(logger)
+        self._frames = FrameBudget(self.settings.kafka_queued_max_request_bytes)
 
     @property
     def port(self) -> int:
@@ -192,73 +194,94 @@ class KafkaListener:
             try:
                 async with asyncio.timeout(idle_s):
                     head = await reader.readexactly(4)
-                    (size,) = _SIZE.unpack(head)
-                    if 0 <= size <= limit:
-                        frame = await reader.readexactly(size)
             except TimeoutError:
-                logger.info("Kafka listener: closing the connection from %s: idle for %d ms "
-                            "(OUTBOX_KAFKA_CONNECTIONS_MAX_IDLE_MS)", _peer(writer),
-                            self.settings.kafka_connections_max_idle_ms)
-                return "idle"
+                return self._idle(writer)
+            (size,) = _SIZE.unpack(head)
             if size < 0 or size > limit:
                 bound = ("OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES" if session.state is SaslState.AUTHENTICATED
                          else "before authentication")
                 logger.info("Kafka listener: closing the connection from %s: a frame of %d bytes (the limit is %d, "
                             "%s)%s", _peer(writer), size, limit, bound, _tls_hint(head))
                 return "too_large"
-            # Why the connection closes if this frame's CloseConnection closes it.
-            closing = "answered"
+            # Before the frame is read: held while it arrives and until it is answered
+            # (app.kafka.frame_budget). The wait for it is not this connection's idleness.
+            taken = await self._frames.take(size)
             try:
-                if session.state is SaslState.AUTHENTICATED:
-                    if session.key_id is not None and not self.security.api_key_id_is_live(session.key_id):
-                        closing = "revoked"
-                        raise protocol.CloseConnection(f"the API key {session.key_id} it authenticated with is revoked")
-                    answer, close = await self._answer(frame, session, writer), False
-                else:
-                    closing = "authentication"
-                    answer, close = await self._authenticate(frame, session, writer)
-            except protocol.Unparseable as e:
-                logger.info("Kafka listener: closing the connection from %s: the request cannot be read (%s)",
-                            _peer(writer), e)
-                return "unreadable"
-            except protocol.TooManyEntries as e:
-                bound = ("OUTBOX_KAFKA_MAX_REQUEST_ENTRIES" if session.state is SaslState.AUTHENTICATED
-                         else "before authentication")
-                logger.info("Kafka listener: closing the connection from %s: %s (%s)", _peer(writer), e, bound)
-                return "too_large"
-            except protocol.CloseConnection as e:
-                logger.info("Kafka listener: closing the connection from %s: %s", _peer(writer), e)
-                return closing
-            except protocol.ClientGone:
-                return "client"  # nothing to answer, nobody to answer it to
-            except OutboxError as e:
-                # A request without a field for an error (Metadata while the database is
-                # unreachable): the client reconnects and asks again, as after a broker restart.
-                logger.warning("Kafka listener: closing the connection from %s: %s %s", _peer(writer),
-                               e.error_code, e.message)
-                return "unavailable"
-            except Exception:
-                # A fault of the service's, not of the request: said with its traceback, and the
-                # connection closed (the client reconnects), never left waiting for an answer.
-                logger.exception("Kafka listener: closing the connection from %s: the request failed", _peer(writer))
-                return "error"
-            if writer.is_closing():
-                # The client went away while its request was answered (a Fetch that waited, a
-                # client killed): the answer has nowhere to go, and writing it to a closed
-                # transport raises RuntimeError under uvloop, which `outbox serve` runs on.
-                return "client"
-            if answer is not None:
-                writer.write(answer)
-                if not await _drained(writer, idle_s):
-                    # Aborted, not closed: close() would keep the transport, and the answer it
-                    # holds, until the client read it, which it does not.
-                    writer.transport.abort()
-                    logger.info("Kafka listener: closing the connection from %s: its answer has not been read for "
-                                "%d ms (OUTBOX_KAFKA_CONNECTIONS_MAX_IDLE_MS)", _peer(writer),
-                                self.settings.kafka_connections_max_idle_ms)
-                    return "idle"
-            if close:
-                return closing
+                reason = await self._one_request(reader, writer, session, size, idle_s)
+            finally:
+                self._frames.give_back(taken)
+            if reason is not None:
+                return reason
+
+    def _idle(self, writer: asyncio.StreamWriter) -> str:
+        logger.info("Kafka listener: closing the connection from %s: idle for %d ms "
+                    "(OUTBOX_KAFKA_CONNECTIONS_MAX_IDLE_MS)", _peer(writer),
+                    self.settings.kafka_connections_max_idle_ms)
+        return "idle"
+
+    async def _one_request(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, session: Session,
+                           size: int, idle_s: float) -> str | None:
+        """Reads a frame of `size` bytes and answers it: None to go on with the next, or why the
+        connection is to be closed."""
+        try:
+            async with asyncio.timeout(idle_s):
+                frame = await reader.readexactly(size)
+        except TimeoutError:
+            return self._idle(writer)
+        # Why the connection closes if this frame's CloseConnection closes it.
+        closing = "answered"
+        try:
+            if session.state is SaslState.AUTHENTICATED:
+                if session.key_id is not None and not self.security.api_key_id_is_live(session.key_id):
+                    closing = "revoked"
+                    raise protocol.CloseConnection(f"the API key {session.key_id} it authenticated with is revoked")
+                answer, close = await self._answer(frame, session, writer), False
+            else:
+                closing = "authentication"
+                answer, close = await self._authenticate(frame, session, writer)
+        except protocol.Unparseable as e:
+            logger.info("Kafka listener: closing the connection from %s: the request cannot be read (%s)",
+                        _peer(writer), e)
+            return "unreadable"
+        except protocol.TooManyEntries as e:
+            bound = ("OUTBOX_KAFKA_MAX_REQUEST_ENTRIES" if session.state is SaslState.AUTHENTICATED
+                     else "before authentication")
+            logger.info("Kafka listener: closing the connection from %s: %s (%s)", _peer(writer), e, bound)
+            return "too_large"
+        except protocol.CloseConnection as e:
+            logger.info("Kafka listener: closing the connection from %s: %s", _peer(writer), e)
+            return closing
+        except protocol.ClientGone:
+            return "client"  # nothing to answer, nobody to answer it to
+        except OutboxError as e:
+            # A request without a field for an error (Metadata while the database is
+            # unreachable): the client reconnects and asks again, as after a broker restart.
+            logger.warning("Kafka listener: closing the connection from %s: %s %s", _peer(writer),
+                           e.error_code, e.message)
+            return "unavailable"
+        except Exception:
+            # A fault of the service's, not of the request: said with its traceback, and the
+            # connection closed (the client reconnects), never left waiting for an answer.
+            logger.exception("Kafka listener: closing the connection from %s: the request failed", _peer(writer))
+            return "error"
+        if writer.is_closing():
+            # The client went away while its request was answered (a Fetch that waited, a
+            # client killed): the answer has nowhere to go, and writing it to a closed
+            # transport raises RuntimeError under uvloop, which `outbox serve` runs on.
+            return "client"
+        if answer is not None:
+            writer.write(answer)
+            if not await _drained(writer, idle_s):
+                # Aborted, not closed: close() would keep the transport, and the answer it
+                # holds, until the client read it, which it does not.
+                writer.transport.abort()
+                logger.info("Kafka listener: closing the connection from %s: its answer has not been read for "
+                            "%d ms (OUTBOX_KAFKA_CONNECTIONS_MAX_IDLE_MS)", _peer(writer),
+                            self.settings.kafka_connections_max_idle_ms)
+                return "idle"
+        if close:
+            return closing
+        return None
 
     async def _authenticate(self, frame: bytes, session: Session,
                             writer: asyncio.StreamWriter) -> tuple[bytes | None, bool]:

@@ -77,6 +77,10 @@ class Settings(LogSettings):
     kafka_num_partitions: int = Field(default=1, ge=1, le=2**31 - 1)
     # Kafka's socket.request.max.bytes: a larger request frame closes the connection, as there.
     kafka_socket_request_max_bytes: int = Field(default=104_857_600, ge=1024, le=2**31 - 1)
+    # Kafka's queued.max.request.bytes: the bytes of request frames larger than 1 MiB the listener
+    # holds at once, while they arrive and until they are answered; a frame that does not fit
+    # waits (app.kafka.frame_budget). At least OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES.
+    kafka_queued_max_request_bytes: int = Field(default=536_870_912, ge=1024, le=2**63 - 1)
     # Kafka's max.connections: connections past it are closed as they are accepted.
     kafka_max_connections: int = Field(default=1000, ge=1)
     # Kafka's max.connections.per.ip: connections from one client address past it are closed as
@@ -458,6 +462,9 @@ class Settings(LogSettings):
             if "fetch_max_records_default" in self.model_fields_set:
                 raise ValueError("OUTBOX_FETCH_MAX_RECORDS_DEFAULT exceeds OUTBOX_FETCH_MAX_RECORDS_LIMIT")
             self.fetch_max_records_default = self.fetch_max_records_limit
+        if self.kafka_queued_max_request_bytes < self.kafka_socket_request_max_bytes:
+            raise ValueError("OUTBOX_KAFKA_QUEUED_MAX_REQUEST_BYTES is less than OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES: "
+                             "a frame of the largest size would never be read")
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
             raise ValueError(
                 "OUTBOX_GROUP_MIN_SESSION_TIMEOUT_MS exceeds OUTBOX_GROUP_MAX_SESSION_TIMEOUT_MS"

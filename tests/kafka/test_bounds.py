@@ -164,6 +164,41 @@ def test_an_authenticated_connections_request_of_as_many_tagged_fields_is_answer
         assert answer is not None and struct.unpack_from(">hh", answer, 4)[0] == 0  # ApiVersions' error code: none
 
 
+def _padded_api_versions(size: int) -> bytes:
+    """An ApiVersions frame of `size` bytes after its size: the request, then bytes its reader leaves."""
+    m = request_class(18, 3)
+    assert m is not None
+    request = frame(18, 3, m(client_software_name="t", client_software_version="1"))[4:]
+    return struct.pack(">i", size) + request + b"\0" * (size - len(request))
+
+
+def _answered_within(s: socket.socket, seconds: float) -> bool:
+    s.settimeout(seconds)
+    try:
+        return read_frame(s) is not None
+    except TimeoutError:
+        return False
+    finally:
+        s.settimeout(IO_TIMEOUT_S)
+
+
+def test_large_frames_held_past_queued_max_request_bytes_wait_and_small_ones_are_answered(kafka: Listener) -> None:
+    # Each connection held its frame while it arrived, whatever the others held: sixteen frames
+    # of 100 MiB that never completed took the process from 134 to 1,760 MiB.
+    size = 3 * 1024 * 1024
+    with listener_with(kafka, kafka_socket_request_max_bytes=size, kafka_queued_max_request_bytes=size) as small, \
+            small.connect() as holder, small.connect() as waiter, small.connect() as other:
+        whole = _padded_api_versions(size)
+        holder.sendall(whole[:-1])  # its frame never completes: it holds the whole budget
+        time.sleep(0.2)
+        waiter.sendall(whole)
+        assert not _answered_within(waiter, 1.0)  # read no further until the budget has room
+        other.sendall(_padded_api_versions(1024))
+        assert _answered_within(other, IO_TIMEOUT_S)  # a small frame never waits
+        holder.close()  # its frame given back
+        assert _answered_within(waiter, IO_TIMEOUT_S)
+
+
 def test_a_tls_client_on_the_plaintext_listener_is_closed_with_a_line_that_says_so(
         kafka: Listener, caplog: pytest.LogCaptureFixture) -> None:
     # A client set to security.protocol=SSL sees only timeouts; its ClientHello's first bytes,

@@ -24,6 +24,12 @@ def test_default_timeout_must_not_exceed_the_maximum() -> None:
         Settings(default_transaction_timeout_ms=20_000, max_transaction_timeout_ms=10_000)
 
 
+def test_the_kafka_frames_budget_must_hold_a_frame_of_the_largest_size() -> None:
+    with pytest.raises(ValidationError, match="OUTBOX_KAFKA_QUEUED_MAX_REQUEST_BYTES is less than"):
+        Settings(kafka_socket_request_max_bytes=4096, kafka_queued_max_request_bytes=4095)
+    assert Settings(kafka_socket_request_max_bytes=4096, kafka_queued_max_request_bytes=4096)
+
+
 def test_the_initial_rebalance_delay_is_bounded_as_a_rebalance_timeout_is() -> None:
     with pytest.raises(ValidationError, match="OUTBOX_GROUP_INITIAL_REBALANCE_DELAY_MS exceeds"):
         Settings(group_max_session_timeout_ms=10_000, group_initial_rebalance_delay_ms=10_001)

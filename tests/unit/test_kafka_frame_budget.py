@@ -1,0 +1,80 @@
+"""The bytes of large Kafka request frames the listener holds at once
+(app.kafka.frame_budget, OUTBOX_KAFKA_QUEUED_MAX_REQUEST_BYTES)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from app.kafka.frame_budget import FREE_BELOW_BYTES, FrameBudget
+
+LARGE = FREE_BELOW_BYTES + 1
+
+
+def test_a_frame_of_the_free_size_or_less_never_waits_and_takes_nothing() -> None:
+    async def scenario() -> tuple[int, int]:
+        budget = FrameBudget(LARGE)
+        assert await budget.take(LARGE) == LARGE  # the budget is full
+        return await asyncio.wait_for(budget.take(FREE_BELOW_BYTES), 1), budget.held
+
+    assert asyncio.run(scenario()) == (0, LARGE)
+
+
+def test_a_large_frame_that_does_not_fit_waits_until_one_held_is_given_back() -> None:
+    async def scenario() -> list[str]:
+        budget, seen = FrameBudget(2 * LARGE), []
+        first = await budget.take(2 * LARGE)
+        waiting = asyncio.ensure_future(budget.take(LARGE))
+        await asyncio.sleep(0.01)
+        seen.append(f"waiting {not waiting.done()}, held {budget.held}")
+        budget.give_back(first)
+        seen.append(f"took {await asyncio.wait_for(waiting, 1)}, held {budget.held}")
+        return seen
+
+    assert asyncio.run(scenario()) == [f"waiting True, held {2 * LARGE}", f"took {LARGE}, held {LARGE}"]
+
+
+def test_frames_waiting_are_let_in_in_the_order_they_asked() -> None:
+    # A smaller frame behind a larger one waits too, so the larger one is not passed over.
+    async def scenario() -> list[int]:
+        budget, order = FrameBudget(3 * LARGE), []
+        held = await budget.take(3 * LARGE)
+
+        async def one(size: int) -> None:
+            await budget.take(size)
+            order.append(size)
+
+        waiters = [asyncio.ensure_future(one(3 * LARGE)), asyncio.ensure_future(one(LARGE))]
+        await asyncio.sleep(0.01)
+        budget.give_back(LARGE)  # room for the small one alone: it still waits behind the first
+        await asyncio.sleep(0.01)
+        assert order == []
+        budget.give_back(held - LARGE)
+        await asyncio.wait_for(waiters[0], 1)
+        budget.give_back(3 * LARGE)
+        await asyncio.wait_for(waiters[1], 1)
+        return order
+
+    assert asyncio.run(scenario()) == [3 * LARGE, LARGE]
+
+
+@pytest.mark.parametrize("granted_first", [False, True], ids=["while it waits", "once granted, before it ran"])
+def test_a_waiter_cancelled_holds_nothing_and_lets_the_next_in(granted_first: bool) -> None:
+    async def scenario() -> tuple[int, bool]:
+        budget = FrameBudget(2 * LARGE)
+        held = await budget.take(2 * LARGE)
+        cancelled = asyncio.ensure_future(budget.take(2 * LARGE))
+        behind = asyncio.ensure_future(budget.take(LARGE))
+        await asyncio.sleep(0.01)
+        if granted_first:
+            budget.give_back(held)  # grants the first waiter, which is cancelled before it resumes
+        cancelled.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await cancelled
+        if not granted_first:
+            budget.give_back(held)
+        await asyncio.wait_for(behind, 1)
+        return budget.held, behind.done()
+
+    assert asyncio.run(scenario()) == (LARGE, True)
