@@ -59,6 +59,23 @@ def process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def wait_ready(proc: subprocess.Popen, port: int, poll_s: float, timeout_s: float = 60) -> None:
+    """Until the `serve` process `proc` answers GET /readyz on `port` with 200."""
+    deadline = time.monotonic() + timeout_s
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=2.0) as client:
+        while True:
+            if proc.poll() is not None:
+                raise SystemExit(f"serve ({proc.args}) exited with {proc.returncode}")
+            try:
+                if client.get("/readyz").status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise SystemExit(f"serve ({proc.args}) did not get ready in {timeout_s:.0f} s")
+            time.sleep(poll_s)
+
+
 def serve_until_ready(tree: Path, database: Path) -> tuple[float, float]:
     """(CPU seconds, wall seconds) of a `serve` from its start until /readyz answers."""
     port = free_port()
@@ -66,16 +83,8 @@ def serve_until_ready(tree: Path, database: Path) -> tuple[float, float]:
     proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port)], cwd=tree,
                             env=env_for(tree, database), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=2.0) as client:
-            while True:
-                if proc.poll() is not None:
-                    raise SystemExit(f"serve in {tree} exited with {proc.returncode}")
-                try:
-                    if client.get("/readyz").status_code == 200:
-                        return process_cpu(proc.pid), time.monotonic() - started
-                except httpx.TransportError:
-                    pass
-                time.sleep(0.01)
+        wait_ready(proc, port, poll_s=0.01)
+        return process_cpu(proc.pid), time.monotonic() - started
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -113,16 +122,7 @@ def main() -> None:
                                   env=env_for(args.after, remote_db), stdout=subprocess.DEVNULL,
                                   stderr=subprocess.DEVNULL)
         try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    if httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise SystemExit("the remote serve did not get ready")
-                time.sleep(0.05)
+            wait_ready(remote, port, poll_s=0.05)
             sides = {"before": args.before, "after": args.after}
             seen: dict[tuple[str, str], list[float]] = {}
             n = 0

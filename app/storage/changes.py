@@ -56,6 +56,8 @@ from typing import Any
 from sqlalchemy import Connection, Text, cast, func, literal_column, text
 from sqlalchemy.engine import make_url
 
+from app.logs import RateLimitedWarning
+
 logger = logging.getLogger(__name__)
 
 CHANNEL = "outbox_log"
@@ -149,7 +151,7 @@ class LogChanges:
         # waiter's registration and its look without either seeing the other.
         self._lock = threading.Lock()
         self._closing = threading.Event()
-        self._last_odd_payload_warning = -RECHECK_S  # `_hear`: warned of a payload naming no partition
+        self._warn_of_odd_payload = RateLimitedWarning(logger)  # `_hear`: a payload naming no partition
         # PostgreSQL: the listener waits on its connection's socket and on this pair's reading
         # end, to which `close` writes, so that a stop is seen at once rather than at the end
         # of a wait (a timed wait made every app's shutdown wait half of it on average).
@@ -384,18 +386,15 @@ class LogChanges:
     def _hear(self, payload: bytes, heard: list[Key]) -> None:
         """Add the partition a notification names to `heard`. Any role that may connect to the
         database may NOTIFY on the channel, a read-only one too: a payload that is not
-        `<topic_id>:<partition>` is passed over (one warning a RECHECK_S) rather than raised,
+        `<topic_id>:<partition>` is passed over (with a rate-limited warning) rather than raised,
         which would drop the connection and leave every waiting reader unheard until the
         listener came back, RECHECK_S later."""
         key = parse_payload(payload)
         if key is not None:
             heard.append(key)
             return
-        now = time.monotonic()
-        if now - self._last_odd_payload_warning >= RECHECK_S:
-            self._last_odd_payload_warning = now
-            logger.warning("passed over a notification on %s that names no partition (%d bytes); "
-                           "some role other than this service's sends on that channel", CHANNEL, len(payload))
+        self._warn_of_odd_payload("passed over a notification on %s that names no partition (%d bytes); "
+                                  "some role other than this service's sends on that channel", CHANNEL, len(payload))
 
     def _wake_grown(self, before: dict[Key, int], now: dict[Key, int]) -> dict[Key, int]:
         """Wake the waiters of the partitions whose log ends moved from `before` to `now` (a

@@ -173,11 +173,20 @@ class Waiter:
 
     def __init__(self, client: Any, url: str, **params: Any) -> None:
         self.answer: tuple[float, Any] | None = None
-        self.thread = later(0.0, lambda: setattr(self, "answer", timed_get(client, url, **params)))
+        self.failure: BaseException | None = None  # what the request raised, for a failing test's message
+
+        def run() -> None:
+            try:
+                self.answer = timed_get(client, url, **params)
+            except BaseException as e:
+                self.failure = e
+                raise
+
+        self.thread = later(0.0, run)
 
     def result(self) -> tuple[float, Any]:
         self.thread.join(timeout=30)
-        assert self.answer is not None
+        assert self.answer is not None, self.failure
         return self.answer
 
 
@@ -201,13 +210,15 @@ def listening(client: Any) -> None:
     assert client.app.state.log_changes.listening.wait(10)
 
 
-def wait_for_waiters(client: Any, n: int) -> None:
-    """Until n waits are in progress, and this process hears of other processes' commits."""
+def wait_for_waiters(client: Any, n: int, waiters: list[Waiter] = ()) -> None:  # type: ignore[assignment]
+    """Until n waits are in progress, and this process hears of other processes' commits. The
+    deadline is generous (a loaded machine has taken more than 10 s to start two waits); when it
+    passes, the message says what each of `waiters` was answered, if it was."""
     changes = client.app.state.log_changes
     listening(client)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     while changes.waiting < n:
-        assert time.monotonic() < deadline, changes.waiting
+        assert time.monotonic() < deadline, (changes.waiting, [w.answer or w.failure for w in waiters])
         time.sleep(0.01)
 
 

@@ -37,7 +37,7 @@ def fill(client: TestClient, n: int = 2, **params: Any) -> list[Waiter]:
     """n long-polls of orders/1, waiting until a Send to it (or their 10 s) ends them."""
     waiters = [Waiter(client, "/v1/topics/orders/partitions/1/records", max_wait_ms=10_000, **params)
                for _ in range(n)]
-    wait_for_waiters(client, n)
+    wait_for_waiters(client, n, waiters)
     return waiters
 
 
