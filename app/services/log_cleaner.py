@@ -33,6 +33,7 @@ from dataclasses import astuple, dataclass
 from sqlalchemy import Connection
 
 from app import metrics
+from app.logs import RateLimitedWarning
 from app.domain.clock import Clock
 from app.domain.errors import OffsetOutOfRange
 from app.domain.log_cleaning import (
@@ -51,6 +52,7 @@ from app.settings import Settings
 from app.storage import cleaning, read, record_leaves
 from app.storage.cleaning import PartitionState
 from app.storage.engine import Database, after_commit
+from app.storage import turns
 from app.storage.turns import Turn, turn_if_free
 
 logger = logging.getLogger(__name__)
@@ -150,6 +152,7 @@ class LogCleaner:
         self._writes_seen = db.writes  # the process's other writes, as of the last chunk
         self._deleted_since_vacuum = 0
         self._vacuums_itself: bool | None = None  # asked of the database once
+        self._warn_of_an_outside_purge_holder = RateLimitedWarning(logger)
 
     def run_once(self, now_ms: int | None = None, stop: Callable[[], bool] = lambda: False) -> CleanerPass:
         """One pass over every partition, then the deleted topics. `stop` is asked between
@@ -427,6 +430,12 @@ class LogCleaner:
         # One process at a time detaches and drops leaves; the others leave it to that one.
         with self.db.autocommit() as conn, turn_if_free(conn, Turn.PURGE) as ours:
             if not ours:
+                # Another of this service's processes purges for this one; a session of
+                # another role holding the turn purges nothing, and holds every purge off.
+                held_by = turns.holder(conn, Turn.PURGE)
+                if held_by is not None and not held_by.ours:
+                    self._warn_of_an_outside_purge_holder(
+                        "deleted topics' records are not purged: their turn is held by %s", held_by)
                 return CleanerPass()
             return self._purge_deleted_topics_now(stop, in_leaves=True)
 

@@ -23,7 +23,7 @@ from alembic.util import CommandError
 from sqlalchemy import Engine
 
 from app.storage.engine import MIGRATION_BUSY_TIMEOUT_MS, build_migration_engine, normalise_url
-from app.storage.turns import Turn, waiting_for_turn
+from app.storage.turns import Turn, TurnHolder, waiting_for_turn
 from migrations.refusal import MigrationRefused
 
 logger = logging.getLogger(__name__)
@@ -243,8 +243,9 @@ def one_migrator_at_a_time(engine: Engine) -> Iterator[None]:
             yield
 
 
-def _say_waiting() -> None:
-    logger.warning("another process is migrating this database; waiting for it to finish")
+def _say_waiting(holder: TurnHolder | None) -> None:
+    logger.warning("another process is migrating this database%s; waiting for it to finish",
+                   "" if holder is None else f" ({holder})")
 
 
 def head_revision() -> str | None:

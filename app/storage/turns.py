@@ -4,7 +4,13 @@ and go with the connection, so a process killed midway leaves nothing held).
 
 A turn is asked for with pg_try_advisory_lock, never waited for in pg_advisory_lock: a
 statement that waits holds a snapshot, and a migration that waits for the transactions older
-than its copy (0035's) would then wait for the process that waits for it."""
+than its copy (0035's) would then wait for the process that waits for it.
+
+Any role that may connect to the database may take an advisory lock, a reader's too: nothing
+in PostgreSQL reserves a key to one role. A turn refused is therefore shown with its holder
+(`holder`), and a holder of another role than this service's is named as an outside session
+in the warning, with the statement that ends it: otherwise a Spark job's stray lock would
+hold every migration, or the purge, with nothing in the log to say who."""
 
 from __future__ import annotations
 
@@ -12,6 +18,7 @@ import enum
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from sqlalchemy import Connection, text
 
@@ -30,6 +37,47 @@ class Turn(enum.IntEnum):
     # without it, two found the same deleted topic and detached the same leaf at once, and the
     # one that came second failed its pass. The bytes of "purge".
     PURGE = 0x7075726765
+
+
+@dataclass(frozen=True)
+class TurnHolder:
+    """The session holding a turn, as pg_stat_activity shows it to this service's role."""
+
+    pid: int
+    role: str | None
+    application: str | None
+    ours: bool  # its role is this connection's: one of this service's processes
+
+    def __str__(self) -> str:
+        said = f"PostgreSQL session {self.pid}"
+        if self.role is not None:
+            said += f" of role {self.role}"
+        if self.application:
+            said += f" ({self.application})"
+        if not self.ours:
+            said += (", not this service's role: if it is no migrator or service of yours, "
+                     f"end it with SELECT pg_terminate_backend({self.pid})")
+        return said
+
+
+# An advisory lock on a bigint key shows in pg_locks as classid (its high 32 bits), objid
+# (its low 32 bits) and objsubid 1 (a pair of int4 keys shows objsubid 2).
+_HOLDER = text("""
+    SELECT l.pid, a.usename, a.application_name, a.usename = current_user
+    FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+    WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+      AND l.classid::bigint = :high AND l.objid::bigint = :low
+""")
+
+
+def holder(conn: Connection, turn: Turn) -> TurnHolder | None:
+    """Who holds `turn` now (None: nobody, or it was given back meanwhile)."""
+    row = conn.execute(_HOLDER, {"high": int(turn) >> 32, "low": int(turn) & 0xFFFFFFFF}).first()
+    if row is None:
+        return None
+    pid, role, application, ours = row
+    return TurnHolder(pid=pid, role=role, application=application or None, ours=bool(ours))
 
 
 def _take(conn: Connection, turn: Turn) -> bool:
@@ -55,13 +103,14 @@ def turn_if_free(conn: Connection, turn: Turn) -> Iterator[bool]:
 
 @contextmanager
 def waiting_for_turn(conn: Connection, turn: Turn, *, poll_s: float,
-                     on_wait: Callable[[], None]) -> Iterator[None]:
+                     on_wait: Callable[[TurnHolder | None], None]) -> Iterator[None]:
     """On an autocommit connection held for the chore: holds the turn, asking for it every
-    poll_s seconds while another process has it (on_wait is called once, at the first refusal)."""
+    poll_s seconds while another process has it (on_wait is called once, at the first refusal,
+    with the holder then)."""
     told = False
     while not _take(conn, turn):
         if not told:
-            on_wait()
+            on_wait(holder(conn, turn))
             told = True
         time.sleep(poll_s)
     try:

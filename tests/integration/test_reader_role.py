@@ -4,6 +4,9 @@ transactions' records are), not the service's other tables, and no write anywher
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -13,7 +16,10 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ProgrammingError
 
+from app.services.log_cleaner import LogCleaner
+from app.storage import migrate
 from app.storage.roles import grant_reader, revoke_reader
+from app.storage.turns import Turn
 from tests.helpers import batch, begin, create_topic, ident, init_producer, send
 
 pytestmark = pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
@@ -181,3 +187,79 @@ def test_the_password_is_stored_as_a_scram_verifier_computed_without_sending_it(
     salted = hashlib.pbkdf2_hmac("sha256", b"pw", base64.b64decode(salt), 4096)
     client_key = hmac.new(salted, b"Client Key", hashlib.sha256).digest()
     assert base64.b64encode(hashlib.sha256(client_key).digest()).decode() == stored_key
+
+
+# --- the service's turns (app.storage.turns) --------------------------------------------------
+# Nothing in PostgreSQL keeps a role from taking an advisory lock on any key: a reader can hold
+# a turn of the service's. The service cannot refuse it, so it says who holds the turn.
+
+def _holding(url: str, turn: Turn) -> tuple[Any, int]:
+    """A session of `url`'s role that holds `turn`, and its pid."""
+    engine = create_engine(url, isolation_level="AUTOCOMMIT")
+    conn = engine.connect()
+    conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": int(turn)})
+    return conn, conn.execute(text("SELECT pg_backend_pid()")).scalar_one()
+
+
+def test_a_migrator_held_off_by_a_readers_session_names_it_and_how_to_end_it(
+        db_url: str, reader: str, caplog: pytest.LogCaptureFixture) -> None:
+    held, pid = _holding(reader, Turn.MIGRATE)
+    engine = create_engine(db_url)
+    entered = threading.Event()
+
+    def migrator() -> None:
+        with migrate.one_migrator_at_a_time(engine):
+            entered.set()
+
+    t = threading.Thread(target=migrator)
+    try:
+        with caplog.at_level(logging.WARNING, logger="app.storage.migrate"):
+            t.start()
+            deadline = time.monotonic() + 30
+            while not caplog.records:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            assert not entered.is_set()
+    finally:
+        held.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": int(Turn.MIGRATE)})
+        held.close()
+        t.join(timeout=30)
+        engine.dispose()
+    role = make_url(reader).username
+    assert entered.is_set()
+    assert [r.getMessage() for r in caplog.records] == [
+        f"another process is migrating this database (PostgreSQL session {pid} of role {role}, not this "
+        f"service's role: if it is no migrator or service of yours, end it with SELECT pg_terminate_backend({pid})); "
+        "waiting for it to finish"]
+
+
+def test_a_purge_held_off_by_a_readers_session_names_it(
+        client: Any, services: Any, clock: Any, reader: str, caplog: pytest.LogCaptureFixture) -> None:
+    create_topic(client, "gone")
+    assert send(client, [batch("gone", 0, ["a"])]).status_code == 200
+    assert client.delete("/v1/topics/gone").status_code == 204
+    held, pid = _holding(reader, Turn.PURGE)
+    try:
+        with caplog.at_level(logging.WARNING, logger="app.services.log_cleaner"):
+            assert LogCleaner(services.db, services.settings, clock).run_once().topics_purged == 0
+    finally:
+        held.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": int(Turn.PURGE)})
+        held.close()
+    role = make_url(reader).username
+    assert [r.getMessage() for r in caplog.records if r.name == "app.services.log_cleaner"] == [
+        f"deleted topics' records are not purged: their turn is held by PostgreSQL session {pid} of role {role}, "
+        f"not this service's role: if it is no migrator or service of yours, end it with "
+        f"SELECT pg_terminate_backend({pid})"]
+    assert LogCleaner(services.db, services.settings, clock).run_once().topics_purged == 1
+
+
+def test_a_purge_left_to_another_of_the_services_processes_says_nothing(
+        client: Any, services: Any, clock: Any, db_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    held, _ = _holding(db_url, Turn.PURGE)
+    try:
+        with caplog.at_level(logging.WARNING, logger="app.services.log_cleaner"):
+            LogCleaner(services.db, services.settings, clock).run_once()
+    finally:
+        held.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": int(Turn.PURGE)})
+        held.close()
+    assert [r for r in caplog.records if r.name == "app.services.log_cleaner"] == []
