@@ -207,8 +207,16 @@ def with_known_fields(problem: str, type_: Any, path: list[str | int] | None = N
     any other problem as it is."""
     if not problem.startswith("Object contains unknown field"):
         return problem
-    fields = _fields_at(msgspec.inspect.type_info(type_), path or [])
-    return f"{problem}; known fields: {', '.join(fields)}" if fields else problem
+    info, path = msgspec.inspect.type_info(type_), path or []
+    fields = _fields_at(info, path)
+    if not fields:
+        return problem
+    problem = f"{problem}; known fields: {', '.join(fields)}"
+    # A field one level down given here (a topic's "value_format" beside "name" where it goes
+    # in "config"): say where it goes.
+    unknown = problem.split("`")[1] if problem.count("`") >= 2 else None
+    homes = [f for f in fields if unknown is not None and unknown in _fields_at(info, [*path, f])]
+    return f"{problem}; `{unknown}` goes in `{homes[0]}`" if len(homes) == 1 else problem
 
 
 def _fields_at(info: msgspec.inspect.Type, path: list[str | int]) -> list[str]:

@@ -208,6 +208,13 @@ class IllegalGeneration(OutboxError):
 
     error_code = "ILLEGAL_GENERATION"
 
+    @classmethod
+    def of(cls, group_id: str, given: int, current: int) -> IllegalGeneration:
+        # "Stale" only when it is: a generation ahead of the group's is a caller's mistake.
+        how = "stale" if given < current else "not one the group has had"
+        return cls(f"generation {given} is {how}; group {group_id!r} is at generation {current}",
+                   generation_id=current)
+
 
 class UnknownMemberId(OutboxError):
     """The member_id is not a member of this group (it left, or its session timed out)."""

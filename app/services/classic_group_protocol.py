@@ -340,8 +340,7 @@ def _current_member(conn: Connection, group_id: str, member_id: str, generation_
     check_current_member(group_id, member_id, group_instance_id, groups.instances(list(current.values())))
     check_door(conn, group_id, current, protocol_type=protocol_type or g.protocol_type or "")
     if generation_id != g.generation_id:
-        raise IllegalGeneration(f"generation {generation_id} is stale; group {group_id!r} is at generation "
-                                f"{g.generation_id}", generation_id=g.generation_id)
+        raise IllegalGeneration.of(group_id, generation_id, g.generation_id)
     return g, current
 
 

@@ -438,10 +438,7 @@ def check_group_metadata(conn: Connection, group_id: str, meta: GroupMetadata | 
     current = generation(conn, group_id, lock=RowLock.SHARE)
     check_current_member(group_id, meta.member_id, meta.group_instance_id, instances(members(conn, group_id)))
     if meta.generation_id != current:
-        raise IllegalGeneration(
-            f"generation {meta.generation_id} is stale; group {group_id!r} is at generation {current}",
-            generation_id=current,
-        )
+        raise IllegalGeneration.of(group_id, meta.generation_id, current)
 
 
 @dataclass(frozen=True, slots=True)

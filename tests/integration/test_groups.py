@@ -99,6 +99,18 @@ def test_offset_commit_from_a_stale_generation_is_refused(client):  # type: igno
     assert r.status_code == 200
 
 
+@pytest.mark.parametrize(("given", "said"), [(1, "generation 1 is stale"),
+                                              (99, "generation 99 is not one the group has had")])
+def test_a_refused_generation_is_called_stale_only_when_it_is_older(client, given, said):  # type: ignore[no-untyped-def]
+    create_topic(client, "in", 1)
+    a = _join(client, "g", ["in"])
+    _join(client, "g", ["in"])  # the group is at generation 2
+    r = client.post("/v1/groups/g/offsets", json={
+        "offsets": [{"topic": "in", "partition": 0, "offset": 3}], "generation_id": given, "member_id": a["member_id"]})
+    assert (r.status_code, r.json()["error_code"], r.json()["message"]) == (
+        409, "ILLEGAL_GENERATION", f"{said}; group 'g' is at generation 2")
+
+
 def test_add_offsets_from_a_stale_generation_is_refused(client):  # type: ignore[no-untyped-def]
     create_topic(client, "in", 1)
     a = _join(client, "g", ["in"])

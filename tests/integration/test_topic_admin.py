@@ -122,6 +122,15 @@ def test_create_with_an_unknown_config_key_names_the_known_ones(client) -> None:
                                   f"known fields: {KNOWN_KEYS}")
 
 
+def test_create_with_a_config_key_beside_the_name_says_it_goes_in_config(client) -> None:  # type: ignore[no-untyped-def]
+    refusal = _refused(client.post("/v1/topics", json={"name": "raw", "value_format": "bytes"}), 422,
+                       "INVALID_REQUEST")
+
+    assert refusal["message"] == ("invalid request: body: Object contains unknown field `value_format`; "
+                                  "known fields: name, partitions, config; `value_format` goes in `config`")
+    assert client.get("/v1/topics/raw").status_code == 404
+
+
 def test_alter_of_check_expected_offsets_acts_on_the_next_send(client) -> None:  # type: ignore[no-untyped-def]
     create_topic(client, "t", 1)
     _ok(_alter(client, "t", check_expected_offsets=True))

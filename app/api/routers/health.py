@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import logging
+
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
@@ -7,7 +9,10 @@ from pydantic import BaseModel
 from app.api.deps import ServicesDep
 from app.api.errors import documented, error_body
 from app.domain.errors import SchemaNotMigrated
+from app.logs import RateLimitedWarning
+from app.storage.errors import first_line
 
+logger = logging.getLogger(__name__)
 router = APIRouter(tags=["health"])
 
 
@@ -35,7 +40,7 @@ def readyz(request: Request, services: ServicesDep):  # type: ignore[no-untyped-
     try:
         revisions = gate.revisions()
     except Exception as exc:  # noqa: BLE001 - readiness reports any failure
-        return _unreachable(exc)
+        return _unreachable(request, exc)
     current, head = revisions.current, revisions.head
     if not revisions.at_head:
         return JSONResponse(error_body(SchemaNotMigrated.error_code, revisions.why_not_at_head(),
@@ -45,12 +50,20 @@ def readyz(request: Request, services: ServicesDep):  # type: ignore[no-untyped-
         # start, from now rather than at their next look.
         gate.look()
     except Exception as exc:  # noqa: BLE001 - readiness reports any failure
-        return _unreachable(exc)
+        return _unreachable(request, exc)
     return Readiness(status="ready", database=services.db.dialect, schema_revision=current, head_revision=head)
 
 
-def _unreachable(exc: Exception) -> JSONResponse:
+def _unreachable(request: Request, exc: Exception) -> JSONResponse:
+    # The driver's words (a database's name, a host, a role) go to the log, not to whoever may
+    # ask /readyz without credentials; the answer says where to look. A probe asks every few
+    # seconds for as long as the database is away: one line a while, one count per app.
+    state = request.app.state
+    if not hasattr(state, "warn_unready"):
+        state.warn_unready = RateLimitedWarning(logger)
+    state.warn_unready("/readyz: the database is unreachable: %s", first_line(getattr(exc, "orig", None) or exc))
     return JSONResponse(
-        error_body("STORAGE_UNAVAILABLE", f"database unreachable: {exc.__class__.__name__}", True),
+        error_body("STORAGE_UNAVAILABLE",
+                   f"database unreachable ({exc.__class__.__name__}): the service's log says why", True),
         status_code=503,
     )
