@@ -72,7 +72,7 @@ def topics(settings: Settings, args: argparse.Namespace) -> int:
 
     # Parsed before the database is opened: a mistake on the command line touches nothing.
     try:
-        config = parse_config_text(config_pairs(args.config)) if args.action in ("create", "alter") else {}
+        config = parse_config_text(config_pairs(args)) if args.action in ("create", "alter") else {}
     except ConfigTextError as e:
         raise CommandError(f"config: {e}", EXIT_USAGE) from None
     services = open_services(settings)
@@ -188,8 +188,12 @@ def add_commands(command: Command, verbose: argparse.ArgumentParser) -> None:
     tpa = tps.add_parser("alter", parents=[verbose],
                          help="set config keys, keep the others (IncrementalAlterConfigs)")
     tpa.add_argument("topic")
-    tpa.add_argument("config", nargs="+", metavar="KEY=VALUE",
+    # KEY=VALUE as arguments, or as `create`'s --config: a newcomer who created a topic with
+    # --config writes the same to alter it.
+    tpa.add_argument("config", nargs="*", metavar="KEY=VALUE",
                      help=", ".join(CONFIG_KEYS))
+    tpa.add_argument("--config", action="append", default=[], dest="config_options", metavar="KEY=VALUE",
+                     help="the same as a KEY=VALUE argument (repeatable), as `topics create` takes it")
     tpp = tps.add_parser("add-partitions", parents=[verbose],
                          help="grow a topic to PARTITION_COUNT partitions (CreatePartitions)")
     tpp.add_argument("topic")

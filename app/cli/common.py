@@ -65,7 +65,12 @@ def print_json(answer: object) -> None:
     print(json.dumps(answer, ensure_ascii=False, separators=(",", ":")))
 
 
-def config_pairs(pairs: list[str]) -> dict[str, str]:
+def config_pairs(args: argparse.Namespace) -> dict[str, str]:
+    """`topics create`'s and `topics alter`'s KEY=VALUE pairs (alter's as arguments or as
+    --config), at least one for alter."""
+    pairs = [*args.config, *getattr(args, "config_options", [])]
+    if args.action == "alter" and not pairs:
+        raise CommandError("topics alter: give at least one KEY=VALUE, e.g. retention_ms=86400000", EXIT_USAGE)
     out = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")

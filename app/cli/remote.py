@@ -216,7 +216,7 @@ def _topics(remote: Remote, args: argparse.Namespace) -> tuple[Answer, Table]:
 
     try:
         # Typed here as the direct command types it, so the service gets numbers and booleans.
-        config = parse_config_text(config_pairs(args.config)) if args.action in ("create", "alter") else {}
+        config = parse_config_text(config_pairs(args)) if args.action in ("create", "alter") else {}
     except ConfigTextError as e:
         raise CommandError(f"config: {e}", EXIT_USAGE) from None
     config = {k: getattr(v, "value", v) for k, v in config.items()}  # enums as their JSON value

@@ -398,7 +398,7 @@ def test_an_unknown_option_is_the_mistake_named_though_an_argument_is_missing(tm
 
 
 @pytest.mark.parametrize(("args", "help_of"), [
-    (("topics", "alter", "orders", "--config", "segment.ms=1000"), "outbox topics alter"),
+    (("topics", "alter", "orders", "--retention", "1000"), "outbox topics alter"),
     (("topics", "delete-records", "orders", "--bogus"), "outbox topics delete-records"),
     (("topics", "list", "--bogus"), "outbox topics list"),
     (("--bogus", "topics", "list"), "outbox"),

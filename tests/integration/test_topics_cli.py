@@ -72,6 +72,23 @@ def test_alter_sets_the_keys_given_and_keeps_the_others(client, db_url) -> None:
     assert client.get("/v1/topics/t").json() == out
 
 
+def test_alter_takes_create_s_config_option_too(client, db_url) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", 1)
+
+    out = _json(_outbox(db_url, "alter", "t", "retention_ms=1000", "--config", "retention_bytes=100"))
+
+    assert (out["config"]["retention_ms"], out["config"]["retention_bytes"]) == (1000, 100)
+
+
+def test_alter_without_a_key_is_a_usage_error(client, db_url) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", 1)
+
+    result = _outbox(db_url, "alter", "t")
+
+    assert (result.returncode, result.stdout, result.stderr) == (
+        2, "", "outbox: error: topics alter: give at least one KEY=VALUE, e.g. retention_ms=86400000\n")
+
+
 def test_alter_with_an_unknown_key_is_a_usage_error_that_changes_nothing(client, db_url) -> None:  # type: ignore[no-untyped-def]
     create_topic(client, "t", 1)
     before = client.get("/v1/topics/t").json()
