@@ -493,7 +493,13 @@ def openapi(settings: Settings, args: argparse.Namespace) -> int:
     if args.output == "-":
         sys.stdout.write(text)
     else:
-        Path(args.output).write_text(text)
+        # Said, since the default file is a tracked one at the repository root: a newcomer who
+        # ran it to see the document learns where it went, and what it replaced.
+        path = Path(args.output)
+        replaced = path.exists()
+        path.write_text(text)
+        print(f"{'replaced' if replaced else 'wrote'} {path} ({len(text.encode())} bytes); "
+              "`outbox openapi -o -` prints it instead", file=sys.stderr)
     return 0
 
 

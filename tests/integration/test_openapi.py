@@ -141,3 +141,13 @@ def test_outbox_openapi_s_help_says_where_it_writes_and_how_to_print_instead(cap
     helped = " ".join(capsys.readouterr().out.split())
     assert "--output FILE, -o FILE the file to write, replaced if it exists (default: openapi.yaml in the current " \
            "directory; - writes to standard output)" in helped
+
+
+def test_outbox_openapi_says_what_file_it_wrote_and_whether_it_replaced_one(tmp_path, cli) -> None:  # type: ignore[no-untyped-def]
+    target = tmp_path / "doc.yaml"
+    first = cli(None, "openapi", "-o", str(target))
+    size = len(target.read_bytes())
+    again = cli(None, "openapi", "-o", str(target))
+    assert (first.returncode, first.stdout, first.stderr) == (
+        0, "", f"wrote {target} ({size} bytes); `outbox openapi -o -` prints it instead\n")
+    assert again.stderr == f"replaced {target} ({size} bytes); `outbox openapi -o -` prints it instead\n"
