@@ -183,6 +183,16 @@ def error_codes(response: Any) -> dict[ErrorCode, int]:
     return found
 
 
+def first_error_message(response: Any) -> str | None:
+    """An error message the answer entity carries (a field `error_message` set beside an error
+    code other than NONE; the first that error_codes' walk finds), None if it has none."""
+    for entity in _entities(response):
+        said = getattr(entity, "error_message", None)
+        if said and any(getattr(entity, name) is not ErrorCode.none for name in _walked(type(entity))[0]):
+            return str(said)
+    return None
+
+
 _Entry = TypeVar("_Entry")
 
 

@@ -369,16 +369,20 @@ class KafkaListener:
                  else min(self.settings.kafka_max_request_entries, auth.UNAUTHENTICATED_MAX_ENTRIES))
         request = await asyncio.to_thread(protocol.parse, frame, limit) if off_loop else protocol.parse(frame, limit)
         response = await self._respond(request, session, writer)
-        encoded, errors = (await asyncio.to_thread(_encoded, correlation_id, response)
-                           if off_loop or api_key in _LARGE_ANSWERS else _encoded(correlation_id, response))
+        encoded, errors, said = (await asyncio.to_thread(_encoded, correlation_id, response)
+                                 if off_loop or api_key in _LARGE_ANSWERS else _encoded(correlation_id, response))
         self._account(protocol.api_name(api_key), api_version, correlation_id, request.client_id, session, writer,
-                      errors, start)
+                      errors, start, said)
         return encoded
 
     def _account(self, api: str, api_version: int, correlation_id: int, client_id: str | None, session: Session,
-                 writer: asyncio.StreamWriter, errors: dict[ErrorCode, int], start: float) -> None:
+                 writer: asyncio.StreamWriter, errors: dict[ErrorCode, int], start: float,
+                 said: str | None = None) -> None:
         """The request in the door's metrics and its access log line; `errors`: its answer's
-        (protocol.error_codes)."""
+        (protocol.error_codes); `said`: the first error message it carries, put at the line's
+        end: Kafka's clients show an error's code and not its message (librdkafka's "Broker
+        failed to validate record" for a value that is not JSON), so the log is where an
+        operator finds why."""
         elapsed_s = time.perf_counter() - start
         KAFKA_REQUESTS.labels(api).inc()
         KAFKA_REQUEST_DURATION.labels(api).observe(elapsed_s)
@@ -392,11 +396,13 @@ class KafkaListener:
             # client_id is the client's own text: the log's formatter escapes its control
             # characters (app.logs), so it cannot write a line of its own.
             access_log.info(
-                "kafka %s v%d %.1fms errors=%s principal=%s peer=%s client_id=%s correlation_id=%d",
+                "kafka %s v%d %.1fms errors=%s principal=%s peer=%s client_id=%s correlation_id=%d"
+                + ("" if said is None else " error_message=%s"),
                 api, api_version, duration_ms, errors_text, principal, peer, client_id, correlation_id,
+                *(() if said is None else (said,)),
                 extra={"door": "kafka", "api": api, "api_version": api_version, "duration_ms": duration_ms,
                        "errors": errors_text, "principal": principal, "peer": peer,
-                       "client_id": client_id, "correlation_id": correlation_id},
+                       "client_id": client_id, "correlation_id": correlation_id, "error_message": said},
             )
 
     async def _respond(self, request: protocol.Request, session: Session, writer: asyncio.StreamWriter) -> Any:
@@ -462,11 +468,14 @@ class KafkaListener:
                 place.release()
 
 
-def _encoded(correlation_id: int, response: Any) -> tuple[bytes | None, dict[ErrorCode, int]]:
-    """The response frame (None for no answer) and its error codes (protocol.error_codes)."""
+def _encoded(correlation_id: int, response: Any) -> tuple[bytes | None, dict[ErrorCode, int], str | None]:
+    """The response frame (None for no answer), its error codes (protocol.error_codes) and its
+    first error message (protocol.first_error_message)."""
     if response is None:
-        return None, {}
-    return protocol.encode(correlation_id, response), protocol.error_codes(response)
+        return None, {}, None
+    errors = protocol.error_codes(response)
+    said = protocol.first_error_message(response) if errors else None
+    return protocol.encode(correlation_id, response), errors, said
 
 
 async def _drained(writer: asyncio.StreamWriter, idle_s: float) -> bool:

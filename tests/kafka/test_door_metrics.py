@@ -95,6 +95,19 @@ def test_each_request_has_an_access_log_line(kafka: Listener, caplog: pytest.Log
     assert line.getMessage().startswith("kafka Produce v9 ")
 
 
+def test_an_answer_s_error_message_ends_its_access_log_line(kafka: Listener, caplog: pytest.LogCaptureFixture) -> None:
+    # Kafka's clients show the code alone ("Broker failed to validate record"): the reason is here.
+    create_topic(kafka.client, "orders")
+    caplog.set_level(logging.INFO, logger=ACCESS_LOGGER)
+    with kafka.connect() as s:
+        ask(s, 0, 9, _produce("orders", 0, _records([b"hello"])), correlation_id=42)
+    (line,) = [r for r in caplog.records if r.name == ACCESS_LOGGER and getattr(r, "door", None) == "kafka"]
+    said = ("record 0 of orders/0: a json topic's value must be JSON: unexpected character, expected a JSON "
+            "value: line 1 column 1 (char 0)")
+    assert (line.errors, line.error_message) == ("INVALID_RECORD", said)
+    assert line.getMessage().endswith(f" correlation_id=42 error_message={said}")
+
+
 def test_no_access_log_line_when_the_access_log_is_off(kafka: Listener, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger=ACCESS_LOGGER)
     with listener_with(kafka, access_log=False) as quiet, quiet.connect() as s:
