@@ -89,14 +89,15 @@ def main(argv: list[str] | None = None) -> int:
         median = statistics.median(t for t, _ in ts)
         print(f"| {side} | {median:.3f} | {size / 1e6 / median:,.0f} | {statistics.median(c for _, c in ts):.3f} |")
     if "before" in turns:
-        q = max(1, args.rounds // 4)
+        q = -(-args.rounds // 4)
 
-        def ratio(a: int, b: int) -> float:
-            return (statistics.median(t for t, _ in turns["after"][a:b])
-                    / statistics.median(t for t, _ in turns["before"][a:b]))
+        def ratio(a: int, b: int, i: int) -> float:
+            return (statistics.median(turn[i] for turn in turns["after"][a:b])
+                    / statistics.median(turn[i] for turn in turns["before"][a:b]))
 
-        spread = ", ".join(f"{ratio(i, i + q):.2f}" for i in range(0, args.rounds, q))
-        print(f"\nafter ÷ before, median s/Fetch: {ratio(0, args.rounds):.2f} (quarters: {spread})")
+        for i, name in enumerate(("median s/Fetch", "median service CPU s/Fetch")):
+            spread = ", ".join(f"{ratio(a, a + q, i):.2f}" for a in range(0, args.rounds, q))
+            print(f"\nafter ÷ before, {name}: {ratio(0, args.rounds, i):.2f} (quarters: {spread})")
     return 0
 
 

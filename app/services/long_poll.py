@@ -218,6 +218,7 @@ class Stream:
                             yield point
                             quiet_since = time.monotonic()
                     else:  # read to its end while the client takes its events, however slowly
+                        # A frame's integer: where to resume, and `ends` in its lowest bit.
                         spool = Spool(((p.next_position << 1 | p.ends, p.data) for p in pieces), answer.close)
                         async for meta, data in spool.read():
                             yield CommitPoint(data, meta >> 1, bool(meta & 1))
