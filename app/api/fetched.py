@@ -8,7 +8,7 @@ topic's keys and values are bytes, shown typed and in base64.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Generator
 from typing import Any
 
 import orjson
@@ -18,7 +18,7 @@ from starlette.types import Receive, Scope, Send
 from app.domain.record_formats import typed_json
 from app.domain.types import IsolationLevel
 from app.services.fetch_answer import FetchAnswer, PartitionFetch
-from app.services.long_poll import close, next_chunk
+from app.services.spool import Spool
 from app.domain.read import FetchResult, StoredRecord
 
 _NULL = orjson.Fragment(b"null")
@@ -115,34 +115,43 @@ def partition_parts(topic: str, partition: int, result: FetchResult,
 
 
 class StreamedAnswer(StreamingResponse):
-    """A Fetch's JSON answer sent as its records are read, a chunk at a time, from the snapshot
-    its answer holds (FetchAnswer.held): `parts` are JSON bytes and partitions, whose records go
-    there. The same bytes as the answer built whole. The snapshot is closed once the answer is
-    sent, or the client went away, or anything failed."""
+    """A Fetch's JSON answer read from the snapshot it holds (FetchAnswer.held), a chunk at a
+    time, to its end and into a spool (app.services.spool), at the database's pace: the
+    snapshot is closed once its records are read, not once they are sent, so a client that
+    reads slowly or not at all holds no connection. Sent from the spool as it fills. `parts`
+    are JSON bytes and partitions, whose records go there: the same bytes as the answer built
+    whole. The spool is deleted once the answer is sent, or the client went away, or anything
+    failed."""
 
     def __init__(self, answer: FetchAnswer, parts: list[bytes | PartitionFetch], isolation: IsolationLevel) -> None:
-        super().__init__(self._body(answer, parts, isolation), media_type="application/json")
-        self._answer = answer
+        self._spool = Spool(_answer_bytes(answer, parts, isolation), answer.close)
+        super().__init__(self._body(self._spool), media_type="application/json")
 
     @staticmethod
-    async def _body(answer: FetchAnswer, parts: list[bytes | PartitionFetch],
-                    isolation: IsolationLevel) -> AsyncIterator[bytes]:
-        for part in parts:
-            if isinstance(part, bytes):
-                yield part
-                continue
-            chunks, first = answer.chunks(part), True
-            while (chunk := await next_chunk(chunks)) is not None:
-                if not chunk:  # a transaction whose records are all gone (compacted)
-                    continue
-                yield records_bytes(chunk, isolation) if first else b"," + records_bytes(chunk, isolation)
-                first = False
+    async def _body(spool: Spool) -> AsyncIterator[bytes]:
+        async for _, data in spool.read():
+            yield data
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             await super().__call__(scope, receive, send)
         finally:
-            await close(self._answer)
+            await self._spool.close()
+
+
+def _answer_bytes(answer: FetchAnswer, parts: list[bytes | PartitionFetch],
+                  isolation: IsolationLevel) -> Generator[tuple[int, bytes], None, None]:
+    """StreamedAnswer's bytes, read and encoded in the spool's thread."""
+    for part in parts:
+        if isinstance(part, bytes):
+            yield 0, part
+            continue
+        first = True
+        for chunk in answer.chunks(part):
+            if not chunk:  # a transaction whose records are all gone (compacted)
+                continue
+            yield 0, records_bytes(chunk, isolation) if first else b"," + records_bytes(chunk, isolation)
+            first = False
 
 
 def partition_stream_parts(topic: str, w: PartitionFetch, isolation: IsolationLevel) -> list[bytes | PartitionFetch]:

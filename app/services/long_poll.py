@@ -10,9 +10,10 @@ waiter reads nothing: not when another partition changes, not on a timer (a stre
 is written without a read). A stopping server ends every wait at once: the fetch answers what
 it has, the stream ends.
 
-An answer too large to build whole is sent as it is read, from a snapshot it keeps open
-(FetchAnswer.held); such an answer is one reader's, never shared, and never kept open while
-its reader waits: whoever holds one closes it (`close`), whatever happens.
+An answer too large to build whole is read from a snapshot it keeps open (FetchAnswer.held)
+into a spool (app.services.spool), which closes the snapshot once read, at the database's
+pace, and is sent from there; such an answer is one reader's, never shared, and never kept
+open while its reader waits or sends: whoever holds one closes it (`close`), whatever happens.
 
 A request holds a place among the waiting requests (app.services.waiting) from its first wait:
 a Fetch that finds its records at once never needs one. Past the bound, a Fetch that has some
@@ -25,7 +26,7 @@ before it starts, as it waits for its whole life.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from dataclasses import dataclass, replace
 
 from anyio import CancelScope, to_thread
@@ -37,6 +38,7 @@ from app.domain.types import IsolationLevel
 from app.services.fetch_answer import FetchAnswer, PartitionFetch
 from app.services.log_service import LogService
 from app.services.shared_reads import SharedReads
+from app.services.spool import Spool
 from app.services.waiting import Place, WaitingRequests, WaitKind
 from app.storage.changes import Key, LogChanges
 
@@ -49,10 +51,11 @@ _FETCHED = {i: metrics.RECORDS_FETCHED.labels(i.value) for i in IsolationLevel}
 @dataclass(frozen=True, slots=True)
 class CommitPoint:
     """What a stream sends as one event: the records exposed at one commit position (a plain
-    record, or a transaction's records in this partition) and where to resume after them. A
-    point larger than a chunk comes in pieces: `ends` is False on all but the last."""
+    record, or a transaction's records in this partition), as the stream's `encode` gave them,
+    and where to resume after them. A point larger than a chunk comes in pieces: `ends` is
+    False on all but the last."""
 
-    records: list[StoredRecord]
+    data: bytes
     next_position: int
     ends: bool = True
 
@@ -155,9 +158,10 @@ class LongPoll:
         return answer
 
     async def open_stream(self, topic: str, partition: int, position: int, *, max_records: int, max_bytes: int,
-                          principal: str) -> Stream:
+                          principal: str, encode: Callable[[list[StoredRecord]], bytes]) -> Stream:
         """A stream from `position`, holding a place for its whole life; refused before it
-        starts past the bound, or for an unknown partition or a position outside the log."""
+        starts past the bound, or for an unknown partition or a position outside the log.
+        `encode` writes a commit point's records (CommitPoint.data), as they are read."""
         place = self.waiting.enter(principal, "stream")
         try:
             read = _Read(((topic, partition, position),), max_records, IsolationLevel.READ_COMMITTED, max_bytes,
@@ -170,7 +174,7 @@ class LongPoll:
         except BaseException:
             place.release()
             raise
-        return Stream(self, read, place, since, first)
+        return Stream(self, read, place, since, first, encode)
 
 
 class Stream:
@@ -178,8 +182,10 @@ class Stream:
     caller reads and the server runs; None every HEARTBEAT_S that had nothing to send. `close`
     gives its place back (the caller must, however the stream ends)."""
 
-    def __init__(self, long_poll: LongPoll, read: _Read, place: Place, since: int, first: FetchAnswer) -> None:
+    def __init__(self, long_poll: LongPoll, read: _Read, place: Place, since: int, first: FetchAnswer,
+                 encode: Callable[[list[StoredRecord]], bytes]) -> None:
         self._long_poll = long_poll
+        self._encode = encode
         self._read = read
         self._place = place
         self._first: tuple[int, FetchAnswer] | None = (since, first)
@@ -199,16 +205,27 @@ class Stream:
         quiet_since = time.monotonic()
         try:
             while True:
+                spool = None
                 try:
                     (w,) = answer.partitions
                     if w.error is not None:  # the topic deleted, or the log cut, since the stream began
                         raise w.error
                     assert w.result is not None and w.topic_id is not None
                     _FETCHED[IsolationLevel.READ_COMMITTED].inc(w.planned_records)
-                    async for point in _pieces(answer.chunks(w)):
-                        yield point
-                        quiet_since = time.monotonic()
+                    pieces = _pieces(answer.chunks(w), self._encode)
+                    if answer.held is None:  # read already: no connection to give back
+                        for point in pieces:
+                            yield point
+                            quiet_since = time.monotonic()
+                    else:  # read to its end while the client takes its events, however slowly
+                        # A frame's integer: where to resume, and `ends` in its lowest bit.
+                        spool = Spool(((p.next_position << 1 | p.ends, p.data) for p in pieces), answer.close)
+                        async for meta, data in spool.read():
+                            yield CommitPoint(data, meta >> 1, bool(meta & 1))
+                            quiet_since = time.monotonic()
                 finally:
+                    if spool is not None:
+                        await spool.close()
                     await close(answer)
                 keys = [(w.topic_id, partition)]
                 result = w.result
@@ -241,35 +258,31 @@ async def close(answer: FetchAnswer) -> None:
             await to_thread.run_sync(answer.close)
 
 
-async def next_chunk(chunks: Iterator[list[StoredRecord]]) -> list[StoredRecord] | None:
-    """The next chunk of records, read in a worker thread (None: no more)."""
-    return await to_thread.run_sync(next, chunks, None)
-
-
-async def _pieces(chunks: Iterator[list[StoredRecord]]) -> AsyncIterator[CommitPoint]:
+def _pieces(chunks: Iterator[list[StoredRecord]],
+            encode: Callable[[list[StoredRecord]], bytes]) -> Generator[CommitPoint, None, None]:
     """Records in commit order, chunk by chunk, grouped by commit position: a reader resumes
     after a whole commit point, never inside a transaction (a fetch never splits one). A point
     that spans chunks comes as several pieces, `ends` on the last: so a chunk is looked ahead
     of, to tell whether the point goes on in it."""
-    chunk = await next_chunk(chunks)
+    chunk = next(chunks, None)
     while chunk is not None:
-        following = await next_chunk(chunks)
+        following = next(chunks, None)
         points = _commit_points(chunk)
-        for i, point in enumerate(points):
-            if i == len(points) - 1 and following is not None and following[0].commit_position == \
-                    point.next_position - 1:
-                point = CommitPoint(point.records, point.next_position, ends=False)
-            yield point
+        for i, (records, next_position) in enumerate(points):
+            ends = not (i == len(points) - 1 and following is not None
+                        and following[0].commit_position == next_position - 1)
+            yield CommitPoint(encode(records), next_position, ends)
         chunk = following
 
 
-def _commit_points(records: list[StoredRecord]) -> list[CommitPoint]:
-    """Records in commit order, grouped by commit position."""
-    points: list[CommitPoint] = []
+def _commit_points(records: list[StoredRecord]) -> list[tuple[list[StoredRecord], int]]:
+    """Records in commit order, grouped by commit position: each group and where to resume
+    after it."""
+    points: list[tuple[list[StoredRecord], int]] = []
     for r in records:
         assert r.commit_position is not None
-        if points and points[-1].next_position == r.commit_position + 1:
-            points[-1].records.append(r)
+        if points and points[-1][1] == r.commit_position + 1:
+            points[-1][0].append(r)
         else:
-            points.append(CommitPoint([r], r.commit_position + 1))
+            points.append(([r], r.commit_position + 1))
     return points

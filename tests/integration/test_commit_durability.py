@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import orjson
 import pytest
 from sqlalchemy import delete, select
 
@@ -454,10 +455,11 @@ def test_a_stream_goes_on_to_the_durable_records_after_that_transaction_without_
         changes = LogChanges("sqlite:///:memory:")
         changes.start(asyncio.get_running_loop())
         long_poll = LongPoll(services.log, changes, 30_000, WaitingRequests(10, 10))
-        stream = await long_poll.open_stream("out", 0, 0, max_records=1, max_bytes=1 << 20, principal="p")
+        stream = await long_poll.open_stream("out", 0, 0, max_records=1, max_bytes=1 << 20, principal="p",
+                                             encode=lambda records: orjson.dumps([r.offset for r in records]))
         points = aiter(stream)
         try:
-            return [([r.offset for r in p.records], p.next_position)
+            return [(orjson.loads(p.data), p.next_position)
                     for p in [await asyncio.wait_for(anext(points), 10) for _ in range(2)]]
         finally:
             stream.close()

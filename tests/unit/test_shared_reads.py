@@ -97,7 +97,8 @@ def test_streams_at_one_position_woken_by_one_commit_share_one_read() -> None:
     async def scenario() -> tuple[list[Any], int, int]:
         changes, fake, long_poll = await started()
         fake.gate.set()
-        streams = [await long_poll.open_stream("orders", 0, 0, max_records=10, max_bytes=1000, principal="p") for _ in range(10)]
+        streams = [await long_poll.open_stream("orders", 0, 0, max_records=10, max_bytes=1000, principal="p",
+                                             encode=lambda records: b"") for _ in range(10)]
         pending = [asyncio.ensure_future(s.__aiter__().__anext__()) for s in streams]
         await until(lambda: changes.waiting == 10)
         before = fake.reads

@@ -35,6 +35,7 @@ from app.domain.acl import Operation
 from app.domain.errors import InvalidRequest, OutboxError, TopicAlreadyExists, TopicHasOpenTransactions
 from app.domain.topic_admin import only_describable
 from app.domain.types import MAX_INT32, MAX_INT64, IsolationLevel
+from app.domain.read import StoredRecord
 from app.services.fetch_answer import PartitionFetch, check_partition_fetch_bytes
 from app.services.long_poll import close
 from app.domain.topic import PartitionInfo, Topic
@@ -277,6 +278,10 @@ def list_offsets(
                                   offset=offset, timestamp_ms=at)
 
 
+def _committed_records_bytes(records: list[StoredRecord]) -> bytes:
+    return records_bytes(records, IsolationLevel.READ_COMMITTED)
+
+
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}  # no proxy buffering (nginx)
 
 
@@ -328,7 +333,7 @@ async def stream_records(
     stream = await services.long_poll.open_stream(topic, partition, position,
                                                   max_records=services.settings.fetch_max_records_default,
                                                   max_bytes=check_partition_fetch_bytes(services.settings, None),
-                                                  principal=principal)
+                                                  principal=principal, encode=_committed_records_bytes)
 
     async def events() -> AsyncIterator[bytes]:
         yield b"retry: 1000\n\n"  # reconnect after a second
@@ -340,7 +345,7 @@ async def stream_records(
                 if point is None:
                     yield b": heartbeat\n\n"
                     continue
-                data = records_bytes(point.records, IsolationLevel.READ_COMMITTED)
+                data = point.data
                 out = b"," + data if in_event else b'id: %d\nevent: records\ndata: {"records":[%s' % (point.next_position, data)
                 in_event = not point.ends
                 yield out + b"]}\n\n" if point.ends else out

@@ -1,0 +1,105 @@
+"""What the spool costs a client that reads a large Fetch as fast as it can (the slow-readers
+work: a large answer is read to its end into a spool, app/services/spool.py, and sent from it,
+rather than read as the client takes it).
+
+    git clone -q <repository> /tmp/outbox-before && git -C /tmp/outbox-before checkout <commit>
+    .venv/bin/python benchmarks/large_fetch.py --db postgresql --before /tmp/outbox-before
+
+Starts `outbox serve` from this tree and, with --before, a second one from another source tree
+on the same database; fills a topic with records of --value-bytes, then takes turns, in an
+order shuffled each round (seeded, printed), of GET .../records Fetches of --answer-mib each
+(max_bytes set to take them whole, an answer past 1 MiB: streamed), read whole by the client
+(http.client, as fast as loopback takes it). Prints each side's median seconds per Fetch, its
+MB/s of answer, the service's CPU per Fetch, and after ÷ before of the median, with its spread
+over each quarter of the rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scratch import scratch_database  # noqa: E402
+from run import ROOT, Client, Service, _post  # noqa: E402 - the benchmark's own modules
+
+
+def fill(url: str, records: int, value_bytes: int) -> None:
+    with Client(url, timeout=300) as c:
+        _post(c, "/v1/topics", {"name": "big", "partitions": 1, "config": {"max_message_bytes": 2 * value_bytes}})
+        per = max(1, (8 << 20) // value_bytes)  # Sends of about 8 MiB
+        for first in range(0, records, per):
+            _post(c, "/v1/records", {"batches": [{"topic": "big", "partition": 0, "records": [
+                {"value": f"{n:08d}" + "x" * (value_bytes - 10)} for n in range(first, min(first + per, records))]}]})
+
+
+def fetch(c: Client, records: int) -> int:
+    status, body = c.request("GET", f"/v1/topics/big/partitions/0/records?max_records={records}&max_bytes={48 << 20}")
+    if status != 200:
+        raise RuntimeError(f"Fetch: {status} {body[:300]!r}")
+    return len(body)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", choices=["sqlite", "postgresql"], default="postgresql")
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--answer-mib", type=int, default=32, help="MiB of records in each Fetch")
+    parser.add_argument("--value-bytes", type=int, default=100_000)
+    parser.add_argument("--before", type=Path, help="source tree of a 'before' service, on the same database")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args(argv)
+
+    records = (args.answer_mib << 20) // args.value_bytes
+    trees = {"after": ROOT} if args.before is None else {"before": args.before, "after": ROOT}
+    with scratch_database(args.db, "large_fetch", migrate_with=list(trees.values())) as db_url:
+        services: dict[str, Service] = {}
+        try:
+            for side, root in trees.items():
+                services[side] = Service(db_url, root, OUTBOX_HTTP_KEEP_ALIVE_TIMEOUT_S="600")
+            fill(services["after"].url, records, args.value_bytes)
+            clients = {side: Client(s.url, timeout=300) for side, s in services.items()}
+            size = 0
+            for c in clients.values():
+                size = fetch(c, records)  # warm: connections, caches, the first plans
+            rng = random.Random(args.seed)
+            turns: dict[str, list[tuple[float, float]]] = {side: [] for side in services}
+            for _ in range(args.rounds):
+                order = list(services)
+                rng.shuffle(order)
+                for side in order:
+                    cpu0, t0 = services[side].cpu_seconds(), time.perf_counter()
+                    fetch(clients[side], records)
+                    turns[side].append((time.perf_counter() - t0, services[side].cpu_seconds() - cpu0))
+        finally:
+            for s in services.values():
+                s.stop()
+
+    print(f"# A large Fetch read whole as fast as the client can: {args.db}, {os.cpu_count()} cores, "
+          f"{args.rounds} rounds in shuffled order (seed {args.seed}), {records} records of {args.value_bytes:,} "
+          f"bytes, answers of {size / 1e6:.1f} MB\n")
+    print("| side | median s/Fetch | MB/s | service CPU s/Fetch |")
+    print("|---|---:|---:|---:|")
+    for side, ts in turns.items():
+        median = statistics.median(t for t, _ in ts)
+        print(f"| {side} | {median:.3f} | {size / 1e6 / median:,.0f} | {statistics.median(c for _, c in ts):.3f} |")
+    if "before" in turns:
+        q = -(-args.rounds // 4)
+
+        def ratio(a: int, b: int, i: int) -> float:
+            return (statistics.median(turn[i] for turn in turns["after"][a:b])
+                    / statistics.median(turn[i] for turn in turns["before"][a:b]))
+
+        for i, name in enumerate(("median s/Fetch", "median service CPU s/Fetch")):
+            spread = ", ".join(f"{ratio(a, a + q, i):.2f}" for a in range(0, args.rounds, q))
+            print(f"\nafter ÷ before, {name}: {ratio(0, args.rounds, i):.2f} (quarters: {spread})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,166 @@
+"""Clients that do not read their answers, in real processes on both databases: a large Fetch
+(GET or POST) or a stream's large read is read to its end into a spool and its snapshot closed,
+whatever the client's pace, so more such clients than the pool has connections leave the service
+answering everyone else at once, with no read transaction left open; the spool files are
+deleted once the answer is sent or its client gone."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+
+from tests.e2e.conftest import Backend, Launcher, ServiceProcess
+
+pytestmark = pytest.mark.e2e
+
+# Answers well past what the sockets' buffers take (the server's send buffer grows to 4 MiB on
+# loopback, the readers' is 4 KiB): a reader that does not read leaves the server's send waiting.
+FETCH_RECORDS, FETCH_VALUE_CHARS = 24, 400_000  # one answer of about 9.6 MB
+STREAM_RECORDS, STREAM_VALUE_CHARS = 8, 2_000_000  # each read one record, past a streamed answer's 1 MiB
+POOL_SIZE = 1  # five connections at most (one, and four times as many more)
+READERS = 8
+
+
+def ok(r: httpx.Response) -> Any:
+    assert r.status_code < 300, r.text
+    return r.json() if r.content else None
+
+
+def value(offset: int, chars: int) -> str:
+    return f"{offset:04d}" + "x" * (chars - 4)
+
+
+def fill(server: ServiceProcess, count: int, chars: int) -> None:
+    with server.client(timeout=60) as c:
+        ok(c.post("/v1/topics", json={"name": "big", "config": {"max_message_bytes": 4 << 20}}))
+        for first in range(0, count, 4):
+            ok(c.post("/v1/records", json={"batches": [{"topic": "big", "partition": 0, "records": [
+                {"value": value(n, chars)} for n in range(first, min(first + 4, count))]}]}))
+
+
+def get(path: str) -> bytes:
+    return f"GET {path} HTTP/1.1\r\nHost: outbox\r\n\r\n".encode()
+
+
+def post(path: str, body: Any) -> bytes:
+    data = json.dumps(body).encode()
+    return (f"POST {path} HTTP/1.1\r\nHost: outbox\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(data)}\r\n\r\n").encode() + data
+
+
+ALL = 32 << 20
+FETCH_REQUESTS = [
+    get(f"/v1/topics/big/partitions/0/records?max_bytes={ALL}"),
+    post("/v1/fetch", {"partitions": [{"topic": "big", "partition": 0, "offset": 0}], "max_bytes": ALL,
+                       "max_partition_bytes": ALL}),
+]
+STREAM_REQUESTS = [get("/v1/topics/big/partitions/0/stream")]
+
+
+def unread(server: ServiceProcess, request: bytes) -> socket.socket:
+    """A client that sends its request and never reads the answer."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(("127.0.0.1", server.port or 0))
+    s.sendall(request)
+    return s
+
+
+def spool_files(server: ServiceProcess, spool_dir: Path) -> int:
+    """The spool files the process has open (deleted from their directory at once, they are
+    seen only among its open files)."""
+    fds = Path(f"/proc/{server.pid}/fd")
+    count = 0
+    for fd in fds.iterdir():
+        try:
+            count += os.readlink(fd).startswith(str(spool_dir))
+        except OSError:  # closed meanwhile
+            pass
+    return count
+
+
+def held_snapshots(backend: Backend) -> int:
+    """Read transactions left open: PostgreSQL's connections idle in transaction on the test's
+    database; SQLite's readers that a checkpoint to the WAL's end must wait for."""
+    if backend.name == "postgresql":
+        database = make_url(backend.url).database
+        ((count,),) = backend.query(text(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = :db AND state = 'idle in transaction'"
+        ).bindparams(db=database))
+        return int(count)
+    conn = sqlite3.connect(make_url(backend.url).database or "", timeout=0)
+    try:
+        busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        return int(busy)
+    finally:
+        conn.close()
+
+
+def until(condition: Callable[[], bool], timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.mark.parametrize("kind", ["fetch", "stream"])
+def test_clients_that_do_not_read_large_answers_hold_no_database_connection(
+        launcher: Launcher, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, kind: str) -> None:
+    spool_dir = tmp_path / "spool"
+    spool_dir.mkdir()
+    monkeypatch.setenv("TMPDIR", str(spool_dir))
+    server = launcher.server(db_pool_size=POOL_SIZE)
+    count, chars, requests = ((FETCH_RECORDS, FETCH_VALUE_CHARS, FETCH_REQUESTS) if kind == "fetch"
+                              else (STREAM_RECORDS, STREAM_VALUE_CHARS, STREAM_REQUESTS))
+    fill(server, count, chars)
+    readers = [unread(server, requests[i % len(requests)]) for i in range(READERS)]
+    try:
+        # Each answer is read into its spool, past its memory, and waits there for its client.
+        until(lambda: spool_files(server, spool_dir) == READERS, 20)
+        started = time.monotonic()
+        with server.client(timeout=20) as c:
+            page = ok(c.get("/v1/topics/big/partitions/0/records", params={"offset": 1, "max_bytes": 1}))
+            answered = time.monotonic() - started
+        assert [(r["offset"], r["value"]) for r in page["records"]] == [(1, value(1, chars))]
+        # Before: the readers held every connection, and this waited for the pool's 30 s.
+        assert answered < 5, answered
+        assert until(lambda: held_snapshots(launcher.backend) == 0, 10), held_snapshots(launcher.backend)
+        assert spool_files(server, spool_dir) == READERS
+    finally:
+        for s in readers:
+            s.close()
+    # The clients gone, their answers end and their spools are deleted.
+    assert until(lambda: spool_files(server, spool_dir) == 0, 10), spool_files(server, spool_dir)
+    assert list(spool_dir.iterdir()) == []  # nothing left by its name either
+
+
+def test_a_large_fetch_read_to_its_end_is_the_whole_answer_and_leaves_no_spool(
+        launcher: Launcher, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    spool_dir = tmp_path / "spool"
+    spool_dir.mkdir()
+    monkeypatch.setenv("TMPDIR", str(spool_dir))
+    server = launcher.server(db_pool_size=POOL_SIZE)
+    fill(server, FETCH_RECORDS, FETCH_VALUE_CHARS)
+    expected = [(n, value(n, FETCH_VALUE_CHARS)) for n in range(FETCH_RECORDS)]
+    with server.client(timeout=60) as c:
+        page = ok(c.get("/v1/topics/big/partitions/0/records", params={"max_bytes": ALL}))
+        (multi,) = ok(c.post("/v1/fetch", json={"partitions": [{"topic": "big", "partition": 0, "offset": 0}],
+                                                "max_bytes": ALL, "max_partition_bytes": ALL}))["partitions"]
+    for answer in (page, multi):
+        assert [(r["offset"], r["value"]) for r in answer["records"]] == expected
+        assert (answer["next_offset"], answer["high_watermark"]) == (FETCH_RECORDS, FETCH_RECORDS)
+    assert until(lambda: spool_files(server, spool_dir) == 0, 10), spool_files(server, spool_dir)
+    assert held_snapshots(launcher.backend) == 0
