@@ -262,7 +262,7 @@ def _explain(exc: Exception) -> tuple[str, int]:
     """The line and exit status for an exception that reached `main`."""
     import psycopg
 
-    from app.storage.errors import first_line
+    from app.domain.errors import first_line
     from pydantic import ValidationError
     from sqlalchemy.exc import DBAPIError
 

@@ -147,7 +147,7 @@ def _role_refusals() -> Iterator[None]:
     "database unavailable" main gives the errors it cannot place."""
     import psycopg
 
-    from app.storage.errors import first_line
+    from app.domain.errors import first_line
 
     try:
         yield

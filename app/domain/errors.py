@@ -366,3 +366,9 @@ class SchemaNotMigrated(OutboxError):
 
     error_code = "SCHEMA_NOT_MIGRATED"
     retriable = True
+
+
+def first_line(e: BaseException) -> str:
+    """A driver error's first line: what went wrong, without the SQL and the parameters."""
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__

@@ -9,7 +9,7 @@ import sqlite3
 import psycopg
 from sqlalchemy import exc
 
-from app.domain.errors import InvalidRequest, StorageUnavailable
+from app.domain.errors import InvalidRequest, StorageUnavailable, first_line
 
 # PostgreSQL's SQLSTATE for a lock not taken within lock_timeout (or NOWAIT).
 LOCK_NOT_AVAILABLE = "55P03"
@@ -53,9 +53,3 @@ def translate_driver_errors() -> Iterator[None]:
         if e.sqlstate in _RETRIABLE_SQLSTATES:
             raise StorageUnavailable(f"database unavailable: {first_line(e)}") from e
         raise
-
-
-def first_line(e: BaseException) -> str:
-    """A driver error's first line: what went wrong, without the SQL and the parameters."""
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__

@@ -271,7 +271,7 @@ def prepare(database_url: str, *, auto_migrate: bool, refuse_schema_mismatch: bo
     from sqlalchemy.exc import DBAPIError
 
     from app.database_url import redacted_url
-    from app.storage.errors import first_line
+    from app.domain.errors import first_line
 
     engine = build_migration_engine(database_url, sqlite_busy_timeout_ms=sqlite_busy_timeout_ms)
     try:

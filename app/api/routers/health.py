@@ -8,9 +8,8 @@ from pydantic import BaseModel
 
 from app.api.deps import ServicesDep
 from app.api.errors import documented, error_body
-from app.domain.errors import SchemaNotMigrated
+from app.domain.errors import SchemaNotMigrated, first_line
 from app.logs import RateLimitedWarning
-from app.storage.errors import first_line
 
 logger = logging.getLogger(__name__)
 router = APIRouter(tags=["health"])
