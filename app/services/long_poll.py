@@ -38,7 +38,7 @@ from app.domain.types import IsolationLevel
 from app.services.fetch_answer import FetchAnswer, PartitionFetch
 from app.services.log_service import LogService
 from app.services.shared_reads import SharedReads
-from app.services.spool import Spool
+from app.services.spool import Spool, SpoolFiles
 from app.services.waiting import Place, WaitingRequests, WaitKind
 from app.storage.changes import Key, LogChanges
 
@@ -78,11 +78,12 @@ class _Read:
 
 class LongPoll:
     def __init__(self, log_service: LogService, changes: LogChanges, max_wait_ms: int,
-                 waiting: WaitingRequests) -> None:
+                 waiting: WaitingRequests, spool_files: SpoolFiles) -> None:
         self.log = log_service
         self.changes = changes
         self.max_wait_ms = max_wait_ms
         self.waiting = waiting
+        self.spool_files = spool_files  # every large answer's spool, the Fetch routes' too
         self._reads = SharedReads(changes)
 
     def _deadline(self, max_wait_ms: int) -> float:
@@ -219,7 +220,8 @@ class Stream:
                             quiet_since = time.monotonic()
                     else:  # read to its end while the client takes its events, however slowly
                         # A frame's integer: where to resume, and `ends` in its lowest bit.
-                        spool = Spool(((p.next_position << 1 | p.ends, p.data) for p in pieces), answer.close)
+                        spool = Spool(((p.next_position << 1 | p.ends, p.data) for p in pieces), answer.close,
+                                      long_poll.spool_files)
                         async for meta, data in spool.read():
                             yield CommitPoint(data, meta >> 1, bool(meta & 1))
                             quiet_since = time.monotonic()

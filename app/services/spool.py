@@ -12,6 +12,12 @@ The spool keeps up to SPOOL_MEMORY_BYTES of frames in memory, what comes past th
 client is behind in a temporary file (tempfile's: in TMPDIR, readable by its owner only,
 deleted from its directory at once): the memory an answer takes is that bound and a chunk,
 whatever its size, and a client that keeps up takes its answer without a file's copy.
+
+The files' bytes not yet taken, over every spool of the process, are bounded too
+(SpoolFiles, OUTBOX_FETCH_SPOOL_MAX_BYTES): each is at most a Fetch's bytes, but every
+connection could hold one. Past the bound a read waits for its client, holding its connection,
+as every read did before spools: slow clients then cost connections again, but only once they
+are that far behind all together.
 """
 
 from __future__ import annotations
@@ -32,14 +38,46 @@ TAKE_BYTES = 1 << 20  # taken at once by the sender: one worker thread's turn fo
 _HEADER = struct.Struct("<QQ")
 
 
+class SpoolFiles:
+    """The bound on the bytes written to every spool's file and not yet taken: `take` waits
+    while they would pass `max_bytes` (a frame alone in the files always goes, or a frame
+    larger than the bound would wait for ever), until `stopped()`."""
+
+    WAIT_S = 0.1  # how often a waiting spool looks whether it was closed meanwhile
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.used = 0
+        self._freed = threading.Condition()
+
+    def take(self, n: int, stopped: Callable[[], bool]) -> bool:
+        """Whether `n` bytes were taken (False: `stopped()` came first)."""
+        with self._freed:
+            while self.used and self.used + n > self.max_bytes:
+                if stopped():
+                    return False
+                self._freed.wait(self.WAIT_S)
+            self.used += n
+            return True
+
+    def give(self, n: int) -> None:
+        if n:
+            with self._freed:
+                self.used -= n
+                self._freed.notify_all()
+
+
 class Spool:
     """Frames (an integer and bytes) that `frames` makes, read to their end by a thread of the
     spool's own, then `end()` (the snapshot closed) in that thread, whatever happened; the
     frames are taken back in order with `read`. `close()` must follow, however the answer
     ended: it stops the read after its current frame, waits for `end()`, and deletes the spool."""
 
-    def __init__(self, frames: Generator[tuple[int, bytes], None, None], end: Callable[[], None]) -> None:
+    def __init__(self, frames: Generator[tuple[int, bytes], None, None], end: Callable[[], None],
+                 files: SpoolFiles) -> None:
         self._changed = threading.Condition()
+        self._files = files
+        self._on_file = 0  # bytes of the file not yet taken, held in `files`
         # In order: the frames in memory, then those in the file, between _taken and _written.
         # A frame goes to memory only while the file has none to take, so none is ever passed.
         self._memory: deque[tuple[int, bytes]] = deque()
@@ -63,16 +101,24 @@ class Spool:
                 with self._changed:
                     if self._stopped:
                         break
-                    if self._taken == self._written and self._memory_bytes + len(data) <= SPOOL_MEMORY_BYTES:
+                    to_memory = self._taken == self._written and self._memory_bytes + len(data) <= SPOOL_MEMORY_BYTES
+                    if to_memory:
                         self._memory.append((meta, data))
                         self._memory_bytes += len(data)
-                    else:
-                        if self._file is None:
-                            self._file = TemporaryFile()  # noqa: SIM115 - closed in close()
-                        self._file.seek(self._written)
-                        self._file.write(_HEADER.pack(len(data), meta))
-                        self._file.write(data)
-                        self._written = self._file.tell()
+                        self._changed.notify_all()
+                        continue
+                # Waited for outside the lock: the sender, taking from this file, frees room.
+                size = _HEADER.size + len(data)
+                if not self._files.take(size, lambda: self._stopped):
+                    break
+                with self._changed:
+                    self._on_file += size
+                    if self._file is None:
+                        self._file = TemporaryFile()  # noqa: SIM115 - closed in close()
+                    self._file.seek(self._written)
+                    self._file.write(_HEADER.pack(len(data), meta))
+                    self._file.write(data)
+                    self._written = self._file.tell()
                     self._changed.notify_all()
         except BaseException as e:  # given to the reader once it has taken what was read before
             self._error = e
@@ -107,6 +153,8 @@ class Spool:
                     length, meta = _HEADER.unpack(self._file.read(_HEADER.size))
                     data = self._file.read(length)
                     self._taken = self._file.tell()
+                    self._on_file -= _HEADER.size + length
+                    self._files.give(_HEADER.size + length)
                     if self._taken == self._written:  # all taken: the file is written from its start again
                         self._taken = self._written = 0
                 else:
@@ -136,5 +184,7 @@ class Spool:
             await to_thread.run_sync(self._thread.join)
         with self._changed:
             self._memory.clear()
+            self._files.give(self._on_file)
+            self._on_file = 0
             if self._file is not None:
                 self._file.close()

@@ -200,6 +200,24 @@ def test_an_answer_sent_as_it_is_read_is_the_same_json_as_the_answer_built_whole
     assert len(built[0].json()["records"]) == 3 + 2 + 21 + 3 + 2 if isolation == RC else 31
 
 
+def test_an_answer_spooled_one_frame_at_a_time_within_the_spool_bound_is_the_same_json(
+        settings: Settings, clock: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from app.services import spool
+
+    tight = settings.model_copy(update={"fetch_spool_max_bytes": 1})
+    with TestClient(create_app(tight, clock)) as client:
+        _mixed_log(client)
+        built = _get(client, "t", max_bytes=10_000)
+        monkeypatch.setattr(fetch_answer, "STREAM_ABOVE_BYTES", 0)
+        monkeypatch.setattr(fetch_answer, "CHUNK_BYTES", 40)
+        monkeypatch.setattr(spool, "SPOOL_MEMORY_BYTES", 0)  # every frame through the file
+        streamed = _get(client, "t", max_bytes=10_000)
+        files = client.app.state.services.long_poll.spool_files  # type: ignore[attr-defined]
+
+    assert (files.max_bytes, files.used) == (1, 0)
+    assert streamed.headers.get("content-length") is None and streamed.content == built.content
+
+
 def test_the_consumer_gets_a_record_over_its_partition_byte_limit_at_its_turn_first(client: Any) -> None:
     from app.client import Consumer
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from app.services import spool as spool_module
-from app.services.spool import Spool
+from app.services.spool import Spool, SpoolFiles
+
 
 def spool_files(directory: Path) -> int:
     count = 0
@@ -46,7 +47,7 @@ def test_the_read_ends_and_the_snapshot_closes_though_nobody_takes_a_frame(spool
 async def _the_read_ends_and_the_snapshot_closes_though_nobody_takes_a_frame(spool_dir: Path) -> None:
     ended = threading.Event()
     closed: list[str] = []
-    spool = Spool(frames(20, 1000, closed), ended.set)
+    spool = Spool(frames(20, 1000, closed), ended.set, SpoolFiles(1 << 30))
     assert await asyncio.to_thread(ended.wait, 10)
     assert spool_files(spool_dir) == 1  # past its memory: in a file, deleted from the directory
     assert list(spool_dir.iterdir()) == []
@@ -70,7 +71,7 @@ async def _close_stops_the_read_ends_the_snapshot_and_deletes_the_spool(spool_di
         gate.wait(10)
         yield from frames(1_000_000, 1000, closed)
 
-    spool = Spool(slow(), ended.set)
+    spool = Spool(slow(), ended.set, SpoolFiles(1 << 30))
     reader = spool.read()
     assert await anext(reader) == (0, b"x" * 1000)
     closing = asyncio.ensure_future(spool.close())
@@ -94,7 +95,7 @@ async def _a_cancelled_reader_then_close_leave_nothing(spool_dir: Path) -> None:
         gate.wait(10)
         yield 1, b"y"
 
-    spool = Spool(waiting(), ended.set)
+    spool = Spool(waiting(), ended.set, SpoolFiles(1 << 30))
 
     async def take() -> list[tuple[int, bytes]]:
         return [frame async for frame in spool.read()]
@@ -121,7 +122,7 @@ async def _a_failed_read_is_raised_after_the_frames_before_it_and_still_ends(spo
         yield 7, b"first"
         raise RuntimeError("connection lost")
 
-    spool = Spool(failing(), ended.set)
+    spool = Spool(failing(), ended.set, SpoolFiles(1 << 30))
     got = []
     with pytest.raises(RuntimeError, match="connection lost"):
         async for frame in spool.read():
@@ -130,3 +131,57 @@ async def _a_failed_read_is_raised_after_the_frames_before_it_and_still_ends(spo
     assert got == [(7, b"first")]
     assert ended.is_set()
     assert spool_files(spool_dir) == 0
+
+
+# --- the bound on the files' bytes (SpoolFiles, OUTBOX_FETCH_SPOOL_MAX_BYTES) -------------------
+
+FRAME_ON_FILE = 16 + 1000  # a frame's header and its bytes
+
+
+def test_a_read_past_the_files_bound_waits_for_its_reader_then_ends(spool_dir: Path) -> None:
+    asyncio.run(_a_read_past_the_files_bound_waits_for_its_reader_then_ends())
+
+
+async def _a_read_past_the_files_bound_waits_for_its_reader_then_ends() -> None:
+    files = SpoolFiles(3_000)
+    ended = threading.Event()
+    spool = Spool(frames(20, 1000, []), ended.set, files)
+    assert not await asyncio.to_thread(ended.wait, 0.5)  # held: two frames are all the bound takes
+    assert files.used == 2 * FRAME_ON_FILE
+    got = [frame async for frame in spool.read()]
+    assert ended.is_set()
+    await spool.close()
+    assert got == [(n, bytes([n]) * 1000) for n in range(20)]
+    assert files.used == 0
+
+
+def test_spools_share_the_bound_and_a_closed_one_gives_its_bytes_back(spool_dir: Path) -> None:
+    asyncio.run(_spools_share_the_bound_and_a_closed_one_gives_its_bytes_back())
+
+
+async def _spools_share_the_bound_and_a_closed_one_gives_its_bytes_back() -> None:
+    files = SpoolFiles(3_000)
+    first_ended, second_ended = threading.Event(), threading.Event()
+    first = Spool(frames(2, 1000, []), first_ended.set, files)
+    assert await asyncio.to_thread(first_ended.wait, 10)  # its two frames on file, nobody reading
+    second = Spool(frames(2, 1000, []), second_ended.set, files)
+    assert not await asyncio.to_thread(second_ended.wait, 0.5)
+    await first.close()  # never read: its bytes given back all the same
+    assert await asyncio.to_thread(second_ended.wait, 10)
+    got = [frame async for frame in second.read()]
+    await second.close()
+    assert (got, files.used) == ([(0, bytes([0]) * 1000), (1, bytes([1]) * 1000)], 0)
+
+
+def test_a_spool_closed_while_it_waits_for_the_bound_ends_its_read(spool_dir: Path) -> None:
+    asyncio.run(_a_spool_closed_while_it_waits_for_the_bound_ends_its_read())
+
+
+async def _a_spool_closed_while_it_waits_for_the_bound_ends_its_read() -> None:
+    files = SpoolFiles(3_000)
+    closed: list[str] = []
+    ended = threading.Event()
+    spool = Spool(frames(20, 1000, closed), ended.set, files)
+    assert not await asyncio.to_thread(ended.wait, 0.3)
+    await spool.close()
+    assert (ended.is_set(), closed, files.used) == (True, ["frames"], 0)

@@ -249,7 +249,8 @@ async def fetch_records(
         if w.error is not None:
             await close(answer)
             raise w.error
-        return StreamedAnswer(answer, partition_stream_parts(topic, w, isolation), isolation)
+        return StreamedAnswer(answer, partition_stream_parts(topic, w, isolation), isolation,
+                              services.long_poll.spool_files)
     assert w.result is not None
     body = partition_json(topic, partition, w.result, isolation)
     return Response(orjson.dumps(body), media_type="application/json")
