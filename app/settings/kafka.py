@@ -51,6 +51,17 @@ class KafkaSettings(LogSettings):
     # worker thread and a database connection; a 1 MB frame holds 30,000 such entries, the
     # largest frame a hundred times that.
     kafka_max_request_entries: int = Field(default=100_000, ge=1)
+    # The bytes a Kafka door's group member may register (its JoinGroup protocols' names and
+    # metadata together), and the bytes of the assignment a SyncGroup's leader may give each
+    # member: past either the request is refused with INVALID_REQUEST and nothing changes. Both
+    # are stored with the member and sent back in every DescribeGroups and to every leader, so
+    # without it only the frame limit bounded them: 15 waiting members with 8 MiB of metadata
+    # each took the process from 434 to 1,365 MiB. A consumer's subscription (its topics, owned
+    # partitions, rack) and Kafka Streams' userdata take kilobytes; Kafka itself stores a
+    # group's metadata and assignments in one record of its offsets topic, whose default bound
+    # is 1 MiB for the whole group. At most OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES: no request
+    # could carry more.
+    kafka_group_max_metadata_bytes: int = Field(default=1_048_576, ge=1024, le=2**31 - 1)
     # Kafka's connections.max.idle.ms: a connection that sends nothing for this long (between
     # requests, or inside a frame that never completes) is closed.
     kafka_connections_max_idle_ms: int = Field(default=600_000, ge=1)
@@ -96,6 +107,14 @@ class KafkaSettings(LogSettings):
             raise ValueError(
                 "OUTBOX_KAFKA_MAX_CONNECTIONS_PER_IP exceeds OUTBOX_KAFKA_MAX_CONNECTIONS"
             )
+        if self.kafka_group_max_metadata_bytes > self.kafka_socket_request_max_bytes:
+            # Left at its default, it is the frame limit, so that a deployment whose frames are
+            # bounded below 1 MiB starts as it did. Set in __dict__: an attribute assigned
+            # would count as set, and `outbox serve` without a listener would name it as given.
+            if "kafka_group_max_metadata_bytes" in self.model_fields_set:
+                raise ValueError("OUTBOX_KAFKA_GROUP_MAX_METADATA_BYTES exceeds OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES: "
+                                 "no request could carry that much")
+            self.__dict__["kafka_group_max_metadata_bytes"] = self.kafka_socket_request_max_bytes
         return self
 
     @classmethod
