@@ -170,7 +170,7 @@ class GroupApis:
         protocols = [(p.name, bytes(p.metadata)) for p in body.protocols]
         try:
             # Before the subscription is read from the metadata; the service checks it again.
-            check_protocols_bytes(protocols, self.protocol.settings.kafka_group_max_metadata_bytes)
+            check_protocols_bytes(protocols, self.settings.kafka_group_max_metadata_bytes)
         except GroupMetadataTooLarge as e:
             _too_large("JoinGroup", body.group_id, e)
             return answer(error_code(e))
@@ -273,7 +273,7 @@ class GroupApis:
             # Before the assignments are read into partitions (four bytes each, a tuple each in
             # memory); the service checks them again.
             check_assignments_bytes([(a.member_id, a.assignment) for a in body.assignments],
-                                    self.protocol.settings.kafka_group_max_metadata_bytes)
+                                    self.settings.kafka_group_max_metadata_bytes)
         except GroupMetadataTooLarge as e:
             _too_large("SyncGroup", body.group_id, e)
             return answer(error_code(e))

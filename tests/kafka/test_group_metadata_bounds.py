@@ -15,7 +15,7 @@ from kio.schema.errors import ErrorCode
 
 from app.kafka.protocol import request_class
 from tests.helpers import create_topic
-from tests.kafka.conftest import Listener, ask
+from tests.kafka.conftest import Listener, ask, listener_with
 from tests.kafka.test_groups import DESCRIBE_V, assignment, join, subscription, sync
 
 pytestmark = pytest.mark.kafka
@@ -25,13 +25,18 @@ BOUND = 2048
 PAD = b"\x7fPAYLOAD"
 
 
-@pytest.fixture
-def bounded(kafka: Listener) -> Iterator[Listener]:
-    """The listener, its group service's bound at BOUND bytes (the door reads the service's)."""
+@pytest.fixture(params=["door", "service"])
+def bounded(kafka: Listener, request: pytest.FixtureRequest) -> Iterator[Listener]:
+    """A listener whose bound is BOUND bytes: the door's, which checks first, or the group
+    service's alone, which checks again for any caller."""
+    create_topic(kafka.client, "orders", partitions=2)
+    if request.param == "door":
+        with listener_with(kafka, kafka_group_max_metadata_bytes=BOUND) as door:
+            yield door
+        return
     service = kafka.services.classic_group_protocol
     before = service.settings
     service.settings = before.model_copy(update={"kafka_group_max_metadata_bytes": BOUND})
-    create_topic(kafka.client, "orders", partitions=2)
     try:
         yield kafka
     finally:
@@ -63,6 +68,18 @@ def _refusals(caplog: pytest.LogCaptureFixture) -> list[str]:
             if r.levelno == logging.WARNING and "refused" in r.getMessage() and "GROUP_MAX_METADATA" in r.getMessage()]
 
 
+def _one_refusal_logged(bounded: Listener, caplog: pytest.LogCaptureFixture, *said: str) -> None:
+    """One WARNING of the door's refusal, saying `said` and never the bytes; none when only the
+    service's bound is lowered (the service answers, the door logs what it refuses itself)."""
+    lines = _refusals(caplog)
+    if bounded.door.services.settings.kafka_group_max_metadata_bytes != BOUND:
+        assert lines == []
+        return
+    (line,) = lines
+    assert all(s in line for s in said), line
+    assert "PAYLOAD" not in line
+
+
 def test_a_join_whose_metadata_is_past_the_bound_is_invalid_request_and_adds_no_member(
         bounded: Listener, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="app.kafka")
@@ -70,9 +87,7 @@ def test_a_join_whose_metadata_is_past_the_bound_is_invalid_request_and_adds_no_
         joined = join(s, "g", protocols=(("range", _padded("range", BOUND + 1)),))
         assert (joined.error_code, joined.member_id, joined.generation_id) == (ErrorCode.invalid_request, "", -1)
         assert _state(s, "g") == ("Dead", "", [])
-    (line,) = _refusals(caplog)
-    assert "JoinGroup of group 'g' from User:ANONYMOUS" in line and f"{BOUND + 1} bytes" in line
-    assert "PAYLOAD" not in line
+    _one_refusal_logged(bounded, caplog, "JoinGroup of group 'g' from User:ANONYMOUS", f"{BOUND + 1} bytes")
 
 
 def test_a_join_whose_protocols_together_are_past_the_bound_is_refused(bounded: Listener) -> None:
@@ -108,7 +123,7 @@ def test_a_member_rejoining_with_metadata_past_the_bound_leaves_the_group_as_it_
         # No rebalance began: the generation is the one the member synced, its metadata its first.
         assert _state(s, "g") == before == ("Stable", "range", [(joined.member_id, subscription("orders"), given)])
         assert sync(s, "g", 1, joined.member_id).error_code == ErrorCode.none
-    assert len(_refusals(caplog)) == 1
+    _one_refusal_logged(bounded, caplog, "JoinGroup of group 'g' from User:ANONYMOUS", f"{BOUND + 1} bytes")
 
 
 def test_a_leaders_assignment_past_the_bound_is_invalid_request_and_stores_nothing(
@@ -122,9 +137,7 @@ def test_a_leaders_assignment_past_the_bound_is_invalid_request_and_stores_nothi
         assert sync(s, "g", 1, member, {member: too_large}).error_code == ErrorCode.invalid_request
         # The group still waits for its leader's assignment, and no member has one.
         assert _state(s, "g") == ("CompletingRebalance", "range", [(member, subscription("orders"), b"")])
-        (line,) = _refusals(caplog)
-        assert "SyncGroup of group 'g' from User:ANONYMOUS" in line and f"{len(too_large)} bytes" in line
-        assert "PAYLOAD" not in line
+        _one_refusal_logged(bounded, caplog, "SyncGroup of group 'g' from User:ANONYMOUS", f"{len(too_large)} bytes")
         # One at the bound is taken.
         at_bound = too_large[:BOUND]
         synced = sync(s, "g", 1, member, {member: at_bound})
