@@ -19,6 +19,7 @@ logger = logging.getLogger(__name__)
 STATUS_BY_ERROR: dict[type[e.OutboxError], int] = {
     e.InvalidRequest: 400,
     e.InvalidGroupId: 400,
+    e.GroupMetadataTooLarge: 400,
     e.InvalidRecord: 400,
     e.UnsupportedMediaType: 415,
     e.InvalidTopic: 400,

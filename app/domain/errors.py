@@ -26,6 +26,13 @@ class InvalidRequest(OutboxError):
     error_code = "INVALID_REQUEST"
 
 
+class GroupMetadataTooLarge(InvalidRequest):
+    """A JoinGroup's protocols, or an assignment a SyncGroup's leader gives a member, hold more
+    bytes than OUTBOX_KAFKA_GROUP_MAX_METADATA_BYTES. Kafka's INVALID_REQUEST: not retriable,
+    as the same request would be refused again (GROUP_MAX_SIZE_REACHED counts members, and
+    MESSAGE_TOO_LARGE is a record's, which the client's producer code would take it for)."""
+
+
 class InvalidGroupId(InvalidRequest):
     """The group id breaks the rule for ids (app.domain.ids): Kafka's INVALID_GROUP_ID, an
     invalid request all the same."""

@@ -16,7 +16,7 @@ import re
 import uuid
 from collections.abc import Mapping, Sequence
 
-from app.domain.errors import FencedInstanceId, InvalidRequest, UnknownMemberId
+from app.domain.errors import FencedInstanceId, GroupMetadataTooLarge, InvalidRequest, UnknownMemberId
 
 
 # Kafka's protocol type of consumers: their protocol metadata is a ConsumerProtocolSubscription
@@ -134,3 +134,25 @@ def check_current_member(group_id: str, member_id: str, group_instance_id: str |
                                    f"group instance id {group_instance_id!r}")
     elif member_id not in instances:
         raise UnknownMemberId(f"{member_id!r} is not a member of group {group_id!r}; join again")
+
+
+def check_protocols_bytes(protocols: Sequence[tuple[str, bytes]], bound: int) -> None:
+    """GroupMetadataTooLarge if a member's protocols, their names and metadata together, hold
+    more than `bound` bytes (OUTBOX_KAFKA_GROUP_MAX_METADATA_BYTES): the member is stored with
+    them, and every DescribeGroups and every leader is sent them. The message gives sizes,
+    never the bytes."""
+    size = sum(len(name.encode()) + len(metadata) for name, metadata in protocols)
+    if size > bound:
+        raise GroupMetadataTooLarge(f"the member's protocols hold {size} bytes, more than the {bound} "
+                                    "OUTBOX_KAFKA_GROUP_MAX_METADATA_BYTES allows")
+
+
+def check_assignments_bytes(assignments: Sequence[tuple[str, bytes]], bound: int) -> None:
+    """GroupMetadataTooLarge if an assignment a leader gives, (member id, its bytes), holds more
+    than `bound` bytes (OUTBOX_KAFKA_GROUP_MAX_METADATA_BYTES): each is stored with its member
+    and sent back in every DescribeGroups. The message names the member and the sizes, never
+    the bytes."""
+    for member_id, data in assignments:
+        if len(data) > bound:
+            raise GroupMetadataTooLarge(f"the assignment for member {member_id!r:.257} holds {len(data)} bytes, more "
+                                        f"than the {bound} OUTBOX_KAFKA_GROUP_MAX_METADATA_BYTES allows")

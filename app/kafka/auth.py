@@ -134,6 +134,30 @@ class Session:
         return cls(SaslState.AUTHENTICATED, NOBODY)
 
 
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    """What one request of a connection may be: its frame's bytes and its lists' entries, with
+    the names the log gives each bound when a request passes it."""
+
+    max_frame_bytes: int
+    max_entries: int
+    frame_bytes_name: str
+    entries_name: str
+
+
+def request_bounds(settings: Settings, session: Session) -> Bounds:
+    """The bounds on `session`'s next request: the settings' once it has authenticated (or on a
+    listener without authentication), else the lower of them and the pre-authentication bounds,
+    so that a connection that has proved nothing cannot make the process read or hold more
+    than a SASL exchange needs."""
+    if session.state is SaslState.AUTHENTICATED:
+        return Bounds(settings.kafka_socket_request_max_bytes, settings.kafka_max_request_entries,
+                      "OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES", "OUTBOX_KAFKA_MAX_REQUEST_ENTRIES")
+    return Bounds(min(settings.kafka_socket_request_max_bytes, UNAUTHENTICATED_MAX_FRAME_BYTES),
+                  min(settings.kafka_max_request_entries, UNAUTHENTICATED_MAX_ENTRIES),
+                  "before authentication", "before authentication")
+
+
 def plain_principal(state: SecurityState, auth_bytes: bytes, client: str | None) -> tuple[Principal, str]:
     """The principal of a SASL/PLAIN token (RFC 4616: authzid NUL user NUL password), whose
     password is an API key of the principal the user names, and the key's id;

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import logging
 import struct
 import time
 from collections import OrderedDict
@@ -29,8 +30,9 @@ from kio.schema.errors import ErrorCode
 
 from app.domain import acl
 from app.domain.acl import Operation
-from app.domain.group import CONSUMER_PROTOCOL
-from app.domain.errors import InvalidRequest, MemberIdRequired, OutboxError, RebalanceInProgress
+from app.domain.errors import (GroupMetadataTooLarge, InvalidRequest, MemberIdRequired, OutboxError,
+                               RebalanceInProgress)
+from app.domain.group import CONSUMER_PROTOCOL, check_assignments_bytes, check_protocols_bytes
 from app.domain.offsets import NO_LEADER_EPOCH, GroupMetadata, OffsetToStage, ReadOrder, metadata_fits
 from app.kafka.api_keys import ApiKey
 from app.kafka.auth import NOT_REQUESTED, access, authorized_operations, refusal_code
@@ -38,6 +40,8 @@ from app.kafka.errors import error_code, metadata_code
 from app.kafka.protocol import (NO_WAIT, ClientGone, build, client_gone, client_host, client_id,
                                 partitions_once, response_module)
 
+
+logger = logging.getLogger("app.kafka")
 
 # What each of them requires of the principal is app.kafka.auth.RULES'.
 
@@ -164,6 +168,12 @@ class GroupApis:
         if (refused := refusal_code(Operation.READ, acl.group(body.group_id))) is not None:
             return answer(refused)
         protocols = [(p.name, bytes(p.metadata)) for p in body.protocols]
+        try:
+            # Before the subscription is read from the metadata; the service checks it again.
+            check_protocols_bytes(protocols, self.settings.kafka_group_max_metadata_bytes)
+        except GroupMetadataTooLarge as e:
+            _too_large("JoinGroup", body.group_id, e)
+            return answer(error_code(e))
         rebalance = getattr(body, "rebalance_timeout", None)
         session_timeout_ms = body.session_timeout // _MS
         # From version 5 (KIP-345); an older request has no field for it.
@@ -259,6 +269,14 @@ class GroupApis:
 
         if (refused := refusal_code(Operation.READ, acl.group(body.group_id))) is not None:
             return answer(refused)
+        try:
+            # Before the assignments are read into partitions (four bytes each, a tuple each in
+            # memory); the service checks them again.
+            check_assignments_bytes([(a.member_id, a.assignment) for a in body.assignments],
+                                    self.settings.kafka_group_max_metadata_bytes)
+        except GroupMetadataTooLarge as e:
+            _too_large("SyncGroup", body.group_id, e)
+            return answer(error_code(e))
         assignments = {a.member_id: (bytes(a.assignment), _assigned(protocol_type, bytes(a.assignment)))
                        for a in body.assignments}
         deadline = time.monotonic() + self.settings.group_max_session_timeout_ms / 1000
@@ -519,6 +537,16 @@ class GroupApis:
             for g in self.groups.list() if (not states or g.state.value.lower() in states)
             and (every or access().allows(Operation.DESCRIBE, acl.group(g.group_id))))
         return build(m.ListGroupsResponse, throttle_time=NO_WAIT, error_code=ErrorCode.none, groups=listed)
+
+
+def _too_large(api: str, group_id: str, e: GroupMetadataTooLarge) -> None:
+    """One WARNING for a group request refused for its bytes, naming who sent it: a client that
+    sends such metadata is misconfigured or hostile, and its answer alone (INVALID_REQUEST, which
+    its client may report as a fatal error far from the cause) tells the operator nothing. The
+    message gives sizes, never the bytes."""
+    # The group id cut as the id rule would (255 characters): it has not been checked yet.
+    logger.warning("Kafka listener: %s of group %.257r from %s refused: %s", api, group_id, access().principal,
+                   e.message)
 
 
 def offsets_once(topics: Any) -> list[OffsetToStage]:

@@ -189,19 +189,17 @@ class KafkaListener:
         idle_s = self.settings.kafka_connections_max_idle_ms / 1000
         session = Session.start(self.settings)
         while True:
-            limit = (self.settings.kafka_socket_request_max_bytes if session.state is SaslState.AUTHENTICATED
-                     else min(self.settings.kafka_socket_request_max_bytes, auth.UNAUTHENTICATED_MAX_FRAME_BYTES))
+            bounds = auth.request_bounds(self.settings, session)
             try:
                 async with asyncio.timeout(idle_s):
                     head = await reader.readexactly(4)
             except TimeoutError:
                 return self._idle(writer)
             (size,) = _SIZE.unpack(head)
-            if size < 0 or size > limit:
-                bound = ("OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES" if session.state is SaslState.AUTHENTICATED
-                         else "before authentication")
+            if size < 0 or size > bounds.max_frame_bytes:
                 logger.info("Kafka listener: closing the connection from %s: a frame of %d bytes (the limit is %d, "
-                            "%s)%s", _peer(writer), size, limit, bound, _tls_hint(head))
+                            "%s)%s", _peer(writer), size, bounds.max_frame_bytes, bounds.frame_bytes_name,
+                            _tls_hint(head))
                 return "too_large"
             # Before the frame is read: held while it arrives and until it is answered
             # (app.kafka.frame_budget). The wait for it is not this connection's idleness.
@@ -244,9 +242,9 @@ class KafkaListener:
                         _peer(writer), e)
             return "unreadable"
         except protocol.TooManyEntries as e:
-            bound = ("OUTBOX_KAFKA_MAX_REQUEST_ENTRIES" if session.state is SaslState.AUTHENTICATED
-                     else "before authentication")
-            logger.info("Kafka listener: closing the connection from %s: %s (%s)", _peer(writer), e, bound)
+            # The bounds the request was read under: TooManyEntries comes before it changes the session.
+            logger.info("Kafka listener: closing the connection from %s: %s (%s)", _peer(writer), e,
+                        auth.request_bounds(self.settings, session).entries_name)
             return "too_large"
         except protocol.CloseConnection as e:
             logger.info("Kafka listener: closing the connection from %s: %s", _peer(writer), e)
@@ -312,7 +310,7 @@ class KafkaListener:
             return await self._answer(frame, session, writer), False
         if not is_served(api_key, api_version):
             raise protocol.CloseConnection(f"SASL API key {api_key} version {api_version} is not served")
-        body = protocol.parse(frame, min(self.settings.kafka_max_request_entries, auth.UNAUTHENTICATED_MAX_ENTRIES)).body
+        body = protocol.parse(frame, auth.request_bounds(self.settings, session).max_entries).body
         m = protocol.response_module(api_key, api_version)
         assert m is not None
         if api_key == ApiKey.SASL_HANDSHAKE:
@@ -365,8 +363,7 @@ class KafkaListener:
         # one-letter topics in 1 MB) took 2.8 s to read and write, which on the event loop would
         # hold up every connection of both doors. A small one is not worth a thread's hop.
         off_loop = len(frame) > _INLINE_FRAME_BYTES
-        limit = (self.settings.kafka_max_request_entries if session.state is SaslState.AUTHENTICATED
-                 else min(self.settings.kafka_max_request_entries, auth.UNAUTHENTICATED_MAX_ENTRIES))
+        limit = auth.request_bounds(self.settings, session).max_entries
         request = await asyncio.to_thread(protocol.parse, frame, limit) if off_loop else protocol.parse(frame, limit)
         response = await self._respond(request, session, writer)
         encoded, errors, said = (await asyncio.to_thread(_encoded, correlation_id, response)

@@ -35,8 +35,10 @@ from app.domain.errors import (
 )
 from app.domain.group import (
     StoredGroupState,
+    check_assignments_bytes,
     check_current_member,
     check_group_instance_id,
+    check_protocols_bytes,
     instance_holder,
     member_client,
     new_member_id,
@@ -114,6 +116,8 @@ class ClassicGroupProtocol:
             raise InconsistentGroupProtocol("a member names its protocol type and at least one protocol")
         if len({name for name, _ in protocols}) != len(protocols):
             raise InvalidRequest("a member names each protocol once")
+        # Before the group is read: a refused join changes nothing, not even a member's heartbeat.
+        check_protocols_bytes(protocols, self.settings.kafka_group_max_metadata_bytes)
         # Kafka's JoinGroup v0 has no rebalance timeout: the session timeout is it. Bounded like
         # a session, so that no member holds a rebalance longer than the service allows one.
         if rebalance_timeout_ms < 0:
@@ -243,6 +247,10 @@ class ClassicGroupProtocol:
         to join again in between (a cooperative consumer that gave a partition up) would
         otherwise leave it refused, its assignment for the generation never seen. A SyncGroup
         made once the group is rebalancing is refused, as Kafka refuses it."""
+        # Whoever sends them: a follower's are ignored, but a request that carries such an
+        # assignment is refused all the same, before it changes anything.
+        check_assignments_bytes([(mid, data) for mid, (data, _) in (assignments or {}).items()],
+                                self.settings.kafka_group_max_metadata_bytes)
         now = self.clock()
         with self.db.write() as conn:
             g, current = _current_member(conn, group_id, member_id, generation_id, lock=RowLock.UPDATE,

@@ -335,3 +335,22 @@ def test_a_variable_near_a_settings_name_is_named_as_that_setting_misspelt() -> 
     assert misspelt_settings(environ) == [("OUTBOX_FETCH_MAX_WAIT", "OUTBOX_FETCH_MAX_WAIT_MS"),
                                           ("OUTBOX_KAFKA_LISTENERS", "OUTBOX_KAFKA_LISTENER"),
                                           ("outbox_loglevel", "OUTBOX_LOG_LEVEL")]
+
+
+def test_the_group_metadata_bound_is_at_least_1024_and_at_most_the_frame_limit() -> None:
+    assert Settings().kafka_group_max_metadata_bytes == 1_048_576
+    with pytest.raises(ValidationError, match="kafka_group_max_metadata_bytes"):
+        Settings(kafka_group_max_metadata_bytes=1023)
+    assert Settings(kafka_group_max_metadata_bytes=1024).kafka_group_max_metadata_bytes == 1024
+    with pytest.raises(ValidationError, match="OUTBOX_KAFKA_GROUP_MAX_METADATA_BYTES exceeds"):
+        Settings(kafka_socket_request_max_bytes=4096, kafka_queued_max_request_bytes=4096,
+                 kafka_group_max_metadata_bytes=4097)
+
+
+def test_the_group_metadata_bound_left_unset_is_a_lower_frame_limit_and_not_counted_as_set() -> None:
+    # A deployment whose frames are bounded below 1 MiB starts as it did, and `outbox serve`
+    # without a listener names only what was given.
+    settings = Settings(kafka_socket_request_max_bytes=4096, kafka_queued_max_request_bytes=4096)
+    assert settings.kafka_group_max_metadata_bytes == 4096
+    assert settings.kafka_settings_without_listener() == [
+        "OUTBOX_KAFKA_QUEUED_MAX_REQUEST_BYTES", "OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES"]
