@@ -5,7 +5,7 @@ start-up, and `outbox serve` hands the same dictionary to uvicorn as its `log_co
 server's own lines ("Started server process", errors) come out in the one format rather than
 uvicorn's coloured default. uvicorn's access log stays off: the service writes its own
 (`outbox.access`, app.api.request_metrics), which knows the route template and request id.
-A warning a client can make the service repeat at will is a RateLimitedWarning.
+A warning a client can make the service repeat at will is a RateLimitedLog.
 """
 
 from __future__ import annotations
@@ -95,13 +95,14 @@ def configure(settings: Settings) -> None:
     logging.config.dictConfig(logging_config(settings))
 
 
-# The least time between two lines of one RateLimitedWarning.
+# The least time between two lines of one RateLimitedLog.
 WARNING_INTERVAL_S = 10.0
 
 
-class RateLimitedWarning:
-    """A WARNING about an event a client can repeat as fast as it likes (a connection refused
-    past OUTBOX_HTTP_MAX_CONNECTIONS or the Kafka door's bounds), logged at most once per
+class RateLimitedLog:
+    """A line (a WARNING unless `level` says otherwise) about an event a client can repeat as
+    fast as it likes (a connection refused past OUTBOX_HTTP_MAX_CONNECTIONS or the Kafka door's
+    bounds, a Kafka connection closed for what its client sent), logged at most once per
     `interval_s`: one line per event would make a flood of connections a flood of the log,
     whose writing then takes the event loop and the disk the flood is already pressing. The
     first event is logged; those in the next `interval_s` are counted; the first after it is
@@ -110,8 +111,9 @@ class RateLimitedWarning:
     cause's flood does not hide another's first line."""
 
     def __init__(self, log: logging.Logger, interval_s: float = WARNING_INTERVAL_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, level: int = logging.WARNING) -> None:
         self._log = log
+        self._level = level
         self._interval_s = interval_s
         self._clock = clock
         self._logged_at = -math.inf  # never: the first event is logged
@@ -125,5 +127,5 @@ class RateLimitedWarning:
         if self._unlogged:
             msg += " (and %d more since this was last logged, %.0f s ago)"
             args += (self._unlogged, now - self._logged_at)
-        self._log.warning(msg, *args)
+        self._log.log(self._level, msg, *args)
         self._logged_at, self._unlogged = now, 0

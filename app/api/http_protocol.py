@@ -47,7 +47,7 @@ from uvicorn.config import HTTP_PROTOCOLS
 from uvicorn.importer import import_from_string
 
 from app.api.errors import error_body
-from app.logs import RateLimitedWarning
+from app.logs import RateLimitedLog
 from app.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -102,7 +102,7 @@ def with_connection_limit(protocol_class: type, max_connections: int) -> type:
     answers 503 only once a request's head has arrived, keeping the connection until then, and
     counts requests in flight too; this bounds the file descriptors clients can take."""
 
-    refused = RateLimitedWarning(logger)  # a flood of connections is not a flood of the log
+    refused = RateLimitedLog(logger)  # a flood of connections is not a flood of the log
 
     class ConnectionLimitProtocol(protocol_class):  # type: ignore[misc, valid-type]
         def connection_made(self, transport: Any) -> None:

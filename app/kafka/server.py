@@ -42,7 +42,7 @@ from app.kafka.api_keys import ApiKey, is_served
 from app.kafka.apis import Apis, Broker, api_versions_answer
 from app.kafka.auth import SaslState, Session
 from app.kafka.frame_budget import FrameBudget
-from app.logs import ACCESS_LOGGER, RateLimitedWarning
+from app.logs import ACCESS_LOGGER, RateLimitedLog
 from app.metrics import (
     KAFKA_CONNECTIONS,
     KAFKA_CONNECTIONS_CLOSED,
@@ -115,9 +115,11 @@ class KafkaListener:
         self._per_host: dict[str | None, int] = {}  # open connections by client address
         # A connection refused past a bound is a WARNING, one line at most every
         # app.logs.WARNING_INTERVAL_S a bound: a flood of connections is not a flood of the log.
-        self._refused = RateLimitedWarning(logger)
-        self._refused_per_address = RateLimitedWarning(logger)
+        self._refused = RateLimitedLog(logger)
+        self._refused_per_address = RateLimitedLog(logger)
         self._frames = FrameBudget(self.settings.kafka_queued_max_request_bytes)
+        # A connection closed for what its client sent (`_say_closed`), by cause.
+        self._closed_for: dict[str, RateLimitedLog] = {}
 
     @property
     def port(self) -> int:
@@ -197,9 +199,10 @@ class KafkaListener:
                 return self._idle(writer)
             (size,) = _SIZE.unpack(head)
             if size < 0 or size > bounds.max_frame_bytes:
-                logger.info("Kafka listener: closing the connection from %s: a frame of %d bytes (the limit is %d, "
-                            "%s)%s", _peer(writer), size, bounds.max_frame_bytes, bounds.frame_bytes_name,
-                            _tls_hint(head))
+                self._say_closed("too_large_frame",
+                                 "Kafka listener: closing the connection from %s: a frame of %d bytes (the limit "
+                                 "is %d, %s)%s", _peer(writer), size, bounds.max_frame_bytes,
+                                 bounds.frame_bytes_name, _tls_hint(head))
                 return "too_large"
             # Before the frame is read: held while it arrives and until it is answered
             # (app.kafka.frame_budget). The wait for it is not this connection's idleness.
@@ -210,6 +213,16 @@ class KafkaListener:
                 self._frames.give_back(taken)
             if reason is not None:
                 return reason
+
+    def _say_closed(self, cause: str, msg: str, *args: object) -> None:
+        """An INFO line on a connection closed for what its client sent, one a cause every
+        app.logs.WARNING_INTERVAL_S at most, with a count of those held back: a client that
+        reconnects and is closed again (librdkafka without SASL on a SASL listener, every
+        reconnect.backoff) would otherwise write a line a try."""
+        said = self._closed_for.get(cause)
+        if said is None:
+            said = self._closed_for[cause] = RateLimitedLog(logger, level=logging.INFO)
+        said(msg, *args)
 
     def _idle(self, writer: asyncio.StreamWriter) -> str:
         logger.info("Kafka listener: closing the connection from %s: idle for %d ms "
@@ -238,16 +251,16 @@ class KafkaListener:
                 closing = "authentication"
                 answer, close = await self._authenticate(frame, session, writer)
         except protocol.Unparseable as e:
-            logger.info("Kafka listener: closing the connection from %s: the request cannot be read (%s)",
-                        _peer(writer), e)
+            self._say_closed("unreadable", "Kafka listener: closing the connection from %s: the request cannot "
+                             "be read (%s)", _peer(writer), e)
             return "unreadable"
         except protocol.TooManyEntries as e:
             # The bounds the request was read under: TooManyEntries comes before it changes the session.
-            logger.info("Kafka listener: closing the connection from %s: %s (%s)", _peer(writer), e,
-                        auth.request_bounds(self.settings, session).entries_name)
+            self._say_closed("too_many_entries", "Kafka listener: closing the connection from %s: %s (%s)",
+                             _peer(writer), e, auth.request_bounds(self.settings, session).entries_name)
             return "too_large"
         except protocol.CloseConnection as e:
-            logger.info("Kafka listener: closing the connection from %s: %s", _peer(writer), e)
+            self._say_closed(closing, "Kafka listener: closing the connection from %s: %s", _peer(writer), e)
             return closing
         except protocol.ClientGone:
             return "client"  # nothing to answer, nobody to answer it to
@@ -326,8 +339,8 @@ class KafkaListener:
             token, done = await asyncio.to_thread(auth.sasl_step, self.security, session, body.auth_bytes, client)
         except AuthenticationFailed as e:
             auth.authentication_failed(self.security, e, client)
-            logger.info("Kafka listener: SASL/%s authentication from %s failed: %s", session.mechanism, _peer(writer),
-                        e.message)
+            self._say_closed("authentication_failed", "Kafka listener: SASL/%s authentication from %s failed: %s",
+                             session.mechanism, _peer(writer), e.message)
             answer = protocol.build(m.SaslAuthenticateResponse, error_code=ErrorCode.sasl_authentication_failed,
                                     error_message=f"authentication failed: {e.message}", auth_bytes=b"",
                                     session_lifetime=protocol.NO_REAUTHENTICATION)

@@ -33,7 +33,7 @@ from dataclasses import astuple, dataclass
 from sqlalchemy import Connection
 
 from app import metrics
-from app.logs import RateLimitedWarning
+from app.logs import RateLimitedLog
 from app.domain.clock import Clock
 from app.domain.errors import OffsetOutOfRange
 from app.domain.log_cleaning import (
@@ -152,7 +152,7 @@ class LogCleaner:
         self._writes_seen = db.writes  # the process's other writes, as of the last chunk
         self._deleted_since_vacuum = 0
         self._vacuums_itself: bool | None = None  # asked of the database once
-        self._warn_of_an_outside_purge_holder = RateLimitedWarning(logger)
+        self._warn_of_an_outside_purge_holder = RateLimitedLog(logger)
 
     def run_once(self, now_ms: int | None = None, stop: Callable[[], bool] = lambda: False) -> CleanerPass:
         """One pass over every partition, then the deleted topics. `stop` is asked between

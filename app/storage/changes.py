@@ -56,7 +56,7 @@ from typing import Any
 from sqlalchemy import Connection, Text, cast, func, literal_column, text
 from sqlalchemy.engine import make_url
 
-from app.logs import RateLimitedWarning
+from app.logs import RateLimitedLog
 
 logger = logging.getLogger(__name__)
 
@@ -151,7 +151,7 @@ class LogChanges:
         # waiter's registration and its look without either seeing the other.
         self._lock = threading.Lock()
         self._closing = threading.Event()
-        self._warn_of_odd_payload = RateLimitedWarning(logger)  # `_hear`: a payload naming no partition
+        self._warn_of_odd_payload = RateLimitedLog(logger)  # `_hear`: a payload naming no partition
         # PostgreSQL: the listener waits on its connection's socket and on this pair's reading
         # end, to which `close` writes, so that a stop is seen at once rather than at the end
         # of a wait (a timed wait made every app's shutdown wait half of it on average).

@@ -5,6 +5,7 @@ the wire itself (kio) where the exact answer, or the lack of one, is the point."
 
 from __future__ import annotations
 
+import logging
 import datetime
 import socket
 import ssl
@@ -228,6 +229,24 @@ def test_an_unauthenticated_request_closes_the_connection_and_reaches_no_engine(
         s.sendall(frame(api_key, version, body))
         assert closed(s)
     assert reached == []
+
+
+def test_a_client_closed_again_and_again_before_authentication_is_one_log_line_a_while(
+        secured: Secured, caplog: pytest.LogCaptureFixture) -> None:
+    # A client without SASL on a SASL listener reconnects at its backoff: a line each time
+    # made 26 lines in 10 s. The first is logged; the others are counted into the next.
+    from kio.schema.metadata.v12.request import MetadataRequest
+
+    metadata = MetadataRequest(topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    with caplog.at_level(logging.INFO, logger="app.kafka"):
+        for _ in range(5):
+            with secured.connect() as s:
+                s.sendall(frame(3, 12, metadata))
+                assert closed(s)
+    said = [r.getMessage() for r in caplog.records if "closing the connection" in r.getMessage()]
+    assert len(said) == 1, said
+    assert said[0].startswith("Kafka listener: closing the connection from 127.0.0.1:")
+    assert said[0].endswith(": API key 3 before SASL authentication")
 
 
 # --- authorization -----------------------------------------------------------------------

@@ -9,7 +9,7 @@ from pydantic import BaseModel
 from app.api.deps import ServicesDep
 from app.api.errors import documented, error_body
 from app.domain.errors import SchemaNotMigrated, first_line
-from app.logs import RateLimitedWarning
+from app.logs import RateLimitedLog
 
 logger = logging.getLogger(__name__)
 router = APIRouter(tags=["health"])
@@ -59,7 +59,7 @@ def _unreachable(request: Request, exc: Exception) -> JSONResponse:
     # seconds for as long as the database is away: one line a while, one count per app.
     state = request.app.state
     if not hasattr(state, "warn_unready"):
-        state.warn_unready = RateLimitedWarning(logger)
+        state.warn_unready = RateLimitedLog(logger)
     state.warn_unready("/readyz: the database is unreachable: %s", first_line(getattr(exc, "orig", None) or exc))
     return JSONResponse(
         error_body("STORAGE_UNAVAILABLE",
