@@ -219,9 +219,12 @@ class Settings(LogSettings):
     # The most requests of one process that wait at once (a Fetch with max_wait_ms, a stream for
     # its whole life, an offset fetch with wait_ms), in all and per principal: past either, a
     # request that would wait is refused with THROTTLING_QUOTA_EXCEEDED (429, retriable).
-    # Authentication off, each client address counts as a principal (app.api.waiting).
-    max_waiting_requests: int = Field(default=10_000, ge=1)
-    max_waiting_requests_per_principal: int = Field(default=1_000, ge=1)
+    # Authentication off, each client address counts as a principal (app.api.waiting). Each
+    # waiting HTTP request holds a connection: in all they stay below OUTBOX_HTTP_MAX_CONNECTIONS
+    # (a quarter of it by default), so that requests that do not wait (a Send, a Commit, a
+    # health check) always find one, and one principal's waits stay a tenth of that.
+    max_waiting_requests: int = Field(default=750, ge=1)
+    max_waiting_requests_per_principal: int = Field(default=75, ge=1)
     fetch_max_records_limit: int = Field(default=10_000, ge=1)
     # Kafka's fetch.max.bytes (a consumer's default, and the broker's fetch.max.bytes as the most
     # one may ask) and max.partition.fetch.bytes: the bytes of records (key, value and headers)
@@ -517,6 +520,15 @@ class Settings(LogSettings):
         if self.max_waiting_requests_per_principal > self.max_waiting_requests:
             raise ValueError(
                 "OUTBOX_MAX_WAITING_REQUESTS_PER_PRINCIPAL exceeds OUTBOX_MAX_WAITING_REQUESTS"
+            )
+        if self.max_waiting_requests >= self.http_max_connections:
+            # Each waiting HTTP request holds a connection: waits alone could then take every
+            # connection, and a Send, a Commit or a health check would find none (closed as it
+            # is accepted). Below it, the per-principal bound is too.
+            raise ValueError(
+                f"OUTBOX_MAX_WAITING_REQUESTS ({self.max_waiting_requests}) is not below "
+                f"OUTBOX_HTTP_MAX_CONNECTIONS ({self.http_max_connections}): waiting requests could take "
+                "every HTTP connection and leave none for requests that do not wait"
             )
         other = OTHER_BACKENDS_SETTINGS["postgresql" if self.is_sqlite else "sqlite"]
         if given := [name for name in other if getattr(self, name) != type(self).model_fields[name].default]:

@@ -267,7 +267,8 @@ def test_a_body_that_keeps_arriving_slowly_is_not_cut_by_the_request_timeout(lau
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_connections_past_the_http_max_connections_are_closed_as_they_come_and_the_rest_answered(launcher) -> None:  # type: ignore[no-untyped-def]
-    server = launcher.server(http_max_connections=2, http_request_timeout_s=60, http_keep_alive_timeout_s=60)
+    server = launcher.server(http_max_connections=2, max_waiting_requests=1, max_waiting_requests_per_principal=1,
+                             http_request_timeout_s=60, http_keep_alive_timeout_s=60)
     address = ("127.0.0.1", server.port)
     held = [socket.create_connection(address, timeout=5) for _ in range(2)]
     extra = socket.create_connection(address, timeout=5)
