@@ -79,7 +79,7 @@ class Settings(LogSettings):
     kafka_socket_request_max_bytes: int = Field(default=104_857_600, ge=1024, le=2**31 - 1)
     # Kafka's queued.max.request.bytes: the bytes of request frames larger than 1 MiB the listener
     # holds at once, while they arrive and until they are answered; a frame that does not fit
-    # waits (app.kafka.frame_budget). At least OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES.
+    # waits (app.services.byte_budget). At least OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES.
     kafka_queued_max_request_bytes: int = Field(default=536_870_912, ge=1024, le=2**63 - 1)
     # Kafka's max.connections: connections past it are closed as they are accepted.
     kafka_max_connections: int = Field(default=1000, ge=1)
@@ -209,6 +209,13 @@ class Settings(LogSettings):
     max_offset_fetch_wait_ms: int = Field(default=30_000, ge=0, le=OFFSET_FETCH_WAIT_MAX_MS)
     max_records_per_request: int = Field(default=20_000, ge=1)
     max_request_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
+    # The bytes of HTTP request bodies larger than 1 MiB held at once in the process, while
+    # they arrive and until they are answered (app.api.body_limit, app.services.byte_budget):
+    # each body is bounded by OUTBOX_MAX_REQUEST_BYTES, but forty 32 MiB bodies at once took
+    # the process to 1.66 GB. A body that does not fit is refused at once with
+    # THROTTLING_QUOTA_EXCEEDED (429, retriable); bodies of 1 MiB or less never are. At least
+    # OUTBOX_MAX_REQUEST_BYTES, or a body of the largest size would never be taken.
+    http_max_queued_body_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)
     max_partitions_per_topic: int = Field(default=1024, ge=1)
     # Kafka's broker message.max.bytes: the max_message_bytes of a topic created without one.
     message_max_bytes: int = Field(default=DEFAULT_MAX_MESSAGE_BYTES, ge=1, le=2**31 - 1)
@@ -521,6 +528,9 @@ class Settings(LogSettings):
             raise ValueError(
                 "OUTBOX_MAX_WAITING_REQUESTS_PER_PRINCIPAL exceeds OUTBOX_MAX_WAITING_REQUESTS"
             )
+        if self.http_max_queued_body_bytes < self.max_request_bytes:
+            raise ValueError("OUTBOX_HTTP_MAX_QUEUED_BODY_BYTES is less than OUTBOX_MAX_REQUEST_BYTES: "
+                             "a body of the largest size would always be refused")
         if self.max_waiting_requests >= self.http_max_connections:
             # Each waiting HTTP request holds a connection: waits alone could then take every
             # connection, and a Send, a Commit or a health check would find none (closed as it

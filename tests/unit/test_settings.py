@@ -191,6 +191,14 @@ def test_by_default_one_principals_waits_leave_most_places_and_connections_to_ot
     assert settings.http_max_connections - settings.max_waiting_requests >= settings.http_max_connections // 4
 
 
+def test_the_http_body_budget_holds_at_least_one_body_of_the_largest_size() -> None:
+    settings = Settings()
+    assert (settings.http_max_queued_body_bytes, settings.max_request_bytes) == (256 * 1024 * 1024, 32 * 1024 * 1024)
+    with pytest.raises(ValidationError, match="OUTBOX_HTTP_MAX_QUEUED_BODY_BYTES is less than OUTBOX_MAX_REQUEST_BYTES"):
+        Settings(max_request_bytes=2_000_000, http_max_queued_body_bytes=1_999_999)
+    assert Settings(max_request_bytes=2_000_000, http_max_queued_body_bytes=2_000_000).http_max_queued_body_bytes == 2_000_000
+
+
 @pytest.mark.parametrize("name", ["max_waiting_requests", "max_waiting_requests_per_principal"])
 def test_a_bound_on_waiting_requests_is_at_least_one(name: str) -> None:
     with pytest.raises(ValidationError, match="greater than or equal to 1"):
