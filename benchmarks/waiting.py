@@ -139,7 +139,12 @@ def bench(kind: str, samples: int, consumers: int) -> None:
     with scratch_database(kind, "wait") as db_url:
         service = None
         try:
-            service = Service(db_url, OUTBOX_LOG_LEVEL="warning", OUTBOX_ACCESS_LOG="false")
+            # The idle consumers all wait, from one address (one principal): bounds that hold them
+            # all, and connections beyond them for the Sends and the probes.
+            service = Service(db_url, OUTBOX_LOG_LEVEL="warning", OUTBOX_ACCESS_LOG="false",
+                              OUTBOX_MAX_WAITING_REQUESTS=str(consumers + 10),
+                              OUTBOX_MAX_WAITING_REQUESTS_PER_PRINCIPAL=str(consumers + 10),
+                              OUTBOX_HTTP_MAX_CONNECTIONS=str(max(1000, consumers + 100)))
             results = {}
             for mode in ("long-poll", "poll", "long-poll", "poll"):  # taking turns
                 topic = f"lat-{mode}-{uuid.uuid4().hex[:6]}"

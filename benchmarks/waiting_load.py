@@ -183,7 +183,8 @@ def one_run(tree: Path, label: str, db: str, mode: str, placement: str, waiters:
     with scratch_database(db, "waitload", migrate_with=(tree,)) as db_url:
         service = Service(db_url, root=tree, python=str(python) if python.exists() else sys.executable,
                           OUTBOX_ACCESS_LOG="false", OUTBOX_MAX_WAITING_REQUESTS="10000",
-                          OUTBOX_MAX_WAITING_REQUESTS_PER_PRINCIPAL="10000")
+                          OUTBOX_MAX_WAITING_REQUESTS_PER_PRINCIPAL="10000",
+                          OUTBOX_HTTP_MAX_CONNECTIONS="10001")
         children: list[subprocess.Popen[str]] = []
         try:
             for topic in (SENT, IDLE):

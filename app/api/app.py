@@ -23,6 +23,7 @@ from app.api.methods import HeadAsGet
 from app.api.path_guard import EncodedSlashGuard
 from app.api.deps import require_schema
 from app.composition import Services, serve_chores
+from app.services.byte_budget import ByteBudget
 from app.services.schema_gate import RECHECK_MAX_S, SchemaGate
 from app.services.security import SecurityState
 from app.api.json_body import JsonBody
@@ -126,7 +127,9 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock, *,
 
     # Innermost, so that the metrics and the access log see a HEAD as sent (app.api.methods).
     app.add_middleware(HeadAsGet)
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
+    # One budget for the process's request bodies (OUTBOX_HTTP_MAX_QUEUED_BODY_BYTES).
+    app.state.body_budget = ByteBudget(settings.http_max_queued_body_bytes)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes, budget=app.state.body_budget)
     app.add_middleware(EncodedSlashGuard)
     # Outermost: it also counts and logs what the two above refuse.
     request_metrics.install(app, settings)

@@ -81,6 +81,12 @@ def error_body(code: str, message: str, retriable: bool, details: dict | None = 
 
 def _outbox_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, e.OutboxError)
+    return error_response(exc)
+
+
+def error_response(exc: e.OutboxError) -> JSONResponse:
+    """The answer to a domain error, for the handler and for a middleware that refuses before
+    the app runs (app.api.body_limit)."""
     status = STATUS_BY_ERROR.get(type(exc), 500)
     headers = {"Retry-After": RETRY_AFTER_S} if exc.retriable else None
     response = JSONResponse(
@@ -161,7 +167,8 @@ def documented(*statuses: int) -> dict[int | str, dict]:
     """`responses=` for a route: the error statuses it may answer, all with ErrorResponse.
 
     422 (schema), 413 (a body over OUTBOX_MAX_REQUEST_BYTES, refused by app.api.body_limit
-    before any route runs) and 503 (database unavailable) can answer any route."""
+    before any route runs), 429 (a body over 1 MiB past OUTBOX_HTTP_MAX_QUEUED_BODY_BYTES, refused
+    there too) and 503 (database unavailable) can answer any route."""
     from app.api.schemas.common import ErrorResponse
 
     text = {
@@ -174,9 +181,10 @@ def documented(*statuses: int) -> dict[int | str, dict]:
         415: "the body is not sent as JSON (content-type: application/json)",
         416: "offset out of range",
         429: "THROTTLING_QUOTA_EXCEEDED: too many requests already wait (for records, or for pending offsets) in "
-             "this process or of this principal; retriable, with Retry-After",
+             "this process or of this principal, or a body over 1 MiB does not fit beside the request bodies this "
+             "process holds (OUTBOX_HTTP_MAX_QUEUED_BODY_BYTES); retriable, with Retry-After",
         422: "the body or a parameter does not match the schema",
         503: "database unavailable (STORAGE_UNAVAILABLE), or its schema not migrated yet "
              "(SCHEMA_NOT_MIGRATED: run `outbox migrate`); retriable",
     }
-    return {s: {"model": ErrorResponse, "description": text[s]} for s in sorted({413, 422, 503, *statuses})}
+    return {s: {"model": ErrorResponse, "description": text[s]} for s in sorted({413, 422, 429, 503, *statuses})}

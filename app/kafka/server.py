@@ -41,7 +41,6 @@ from app.kafka import auth, protocol
 from app.kafka.api_keys import ApiKey, is_served
 from app.kafka.apis import Apis, Broker, api_versions_answer
 from app.kafka.auth import SaslState, Session
-from app.kafka.frame_budget import FrameBudget
 from app.logs import ACCESS_LOGGER, RateLimitedLog
 from app.metrics import (
     KAFKA_CONNECTIONS,
@@ -50,6 +49,7 @@ from app.metrics import (
     KAFKA_REQUEST_DURATION,
     KAFKA_REQUESTS,
 )
+from app.services.byte_budget import ByteBudget
 
 logger = logging.getLogger("app.kafka")
 access_log = logging.getLogger(ACCESS_LOGGER)
@@ -117,7 +117,7 @@ class KafkaListener:
         # app.logs.WARNING_INTERVAL_S a bound: a flood of connections is not a flood of the log.
         self._refused = RateLimitedLog(logger)
         self._refused_per_address = RateLimitedLog(logger)
-        self._frames = FrameBudget(self.settings.kafka_queued_max_request_bytes)
+        self._frames = ByteBudget(self.settings.kafka_queued_max_request_bytes)
         # A connection closed for what its client sent (`_say_closed`), by cause.
         self._closed_for: dict[str, RateLimitedLog] = {}
 
@@ -205,7 +205,7 @@ class KafkaListener:
                                  bounds.frame_bytes_name, _tls_hint(head))
                 return "too_large"
             # Before the frame is read: held while it arrives and until it is answered
-            # (app.kafka.frame_budget). The wait for it is not this connection's idleness.
+            # (app.services.byte_budget). The wait for it is not this connection's idleness.
             taken = await self._frames.take(size)
             try:
                 reason = await self._one_request(reader, writer, session, size, idle_s)

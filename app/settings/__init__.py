@@ -169,6 +169,13 @@ class Settings(KafkaSettings):
     max_offset_fetch_wait_ms: int = Field(default=30_000, ge=0, le=OFFSET_FETCH_WAIT_MAX_MS)
     max_records_per_request: int = Field(default=20_000, ge=1)
     max_request_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
+    # The bytes of HTTP request bodies larger than 1 MiB held at once in the process, while
+    # they arrive and until they are answered (app.api.body_limit, app.services.byte_budget):
+    # each body is bounded by OUTBOX_MAX_REQUEST_BYTES, but forty 32 MiB bodies at once took
+    # the process to 1.66 GB. A body that does not fit is refused at once with
+    # THROTTLING_QUOTA_EXCEEDED (429, retriable); bodies of 1 MiB or less never are. At least
+    # OUTBOX_MAX_REQUEST_BYTES, or a body of the largest size would never be taken.
+    http_max_queued_body_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)
     max_partitions_per_topic: int = Field(default=1024, ge=1)
     # Kafka's broker message.max.bytes: the max_message_bytes of a topic created without one.
     message_max_bytes: int = Field(default=DEFAULT_MAX_MESSAGE_BYTES, ge=1, le=2**31 - 1)
@@ -179,9 +186,12 @@ class Settings(KafkaSettings):
     # The most requests of one process that wait at once (a Fetch with max_wait_ms, a stream for
     # its whole life, an offset fetch with wait_ms), in all and per principal: past either, a
     # request that would wait is refused with THROTTLING_QUOTA_EXCEEDED (429, retriable).
-    # Authentication off, each client address counts as a principal (app.api.waiting).
-    max_waiting_requests: int = Field(default=10_000, ge=1)
-    max_waiting_requests_per_principal: int = Field(default=1_000, ge=1)
+    # Authentication off, each client address counts as a principal (app.api.waiting). Each
+    # waiting HTTP request holds a connection: in all they stay below OUTBOX_HTTP_MAX_CONNECTIONS
+    # (a quarter of it by default), so that requests that do not wait (a Send, a Commit, a
+    # health check) always find one, and one principal's waits stay a tenth of that.
+    max_waiting_requests: int = Field(default=750, ge=1)
+    max_waiting_requests_per_principal: int = Field(default=75, ge=1)
     fetch_max_records_limit: int = Field(default=10_000, ge=1)
     # Kafka's fetch.max.bytes (a consumer's default, and the broker's fetch.max.bytes as the most
     # one may ask) and max.partition.fetch.bytes: the bytes of records (key, value and headers)
@@ -442,6 +452,18 @@ class Settings(KafkaSettings):
         if self.max_waiting_requests_per_principal > self.max_waiting_requests:
             raise ValueError(
                 "OUTBOX_MAX_WAITING_REQUESTS_PER_PRINCIPAL exceeds OUTBOX_MAX_WAITING_REQUESTS"
+            )
+        if self.http_max_queued_body_bytes < self.max_request_bytes:
+            raise ValueError("OUTBOX_HTTP_MAX_QUEUED_BODY_BYTES is less than OUTBOX_MAX_REQUEST_BYTES: "
+                             "a body of the largest size would always be refused")
+        if self.max_waiting_requests >= self.http_max_connections:
+            # Each waiting HTTP request holds a connection: waits alone could then take every
+            # connection, and a Send, a Commit or a health check would find none (closed as it
+            # is accepted). Below it, the per-principal bound is too.
+            raise ValueError(
+                f"OUTBOX_MAX_WAITING_REQUESTS ({self.max_waiting_requests}) is not below "
+                f"OUTBOX_HTTP_MAX_CONNECTIONS ({self.http_max_connections}): waiting requests could take "
+                "every HTTP connection and leave none for requests that do not wait"
             )
         other = OTHER_BACKENDS_SETTINGS["postgresql" if self.is_sqlite else "sqlite"]
         if given := [name for name in other if getattr(self, name) != type(self).model_fields[name].default]:

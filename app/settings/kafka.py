@@ -34,7 +34,7 @@ class KafkaSettings(LogSettings):
     kafka_socket_request_max_bytes: int = Field(default=104_857_600, ge=1024, le=2**31 - 1)
     # Kafka's queued.max.request.bytes: the bytes of request frames larger than 1 MiB the listener
     # holds at once, while they arrive and until they are answered; a frame that does not fit
-    # waits (app.kafka.frame_budget). At least OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES.
+    # waits (app.services.byte_budget). At least OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES.
     kafka_queued_max_request_bytes: int = Field(default=536_870_912, ge=1024, le=2**63 - 1)
     # Kafka's max.connections: connections past it are closed as they are accepted.
     kafka_max_connections: int = Field(default=1000, ge=1)

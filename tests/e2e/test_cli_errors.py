@@ -732,7 +732,7 @@ def test_uvicorn_refuses_the_request_timeout_and_connection_bound_it_would_not_a
     assert done.returncode != 0
     assert ("OUTBOX_HTTP_REQUEST_TIMEOUT_S: `outbox serve`'s, which `uvicorn app.main:app` would ignore (it serves "
             "the HTTP API alone): unset them here, or run `outbox serve`") in done.stderr, done.stderr
-    done = _uvicorn(f"sqlite:///{tmp_path}/outbox.db", http_max_connections="10")
+    done = _uvicorn(f"sqlite:///{tmp_path}/outbox.db", http_max_connections="2000")
     assert done.returncode != 0
     assert ("OUTBOX_HTTP_MAX_CONNECTIONS: `outbox serve`'s, which `uvicorn app.main:app` would ignore (it serves "
             "the HTTP API alone; give uvicorn --limit-concurrency instead): unset them here, or run `outbox serve`"

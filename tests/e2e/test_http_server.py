@@ -267,7 +267,8 @@ def test_a_body_that_keeps_arriving_slowly_is_not_cut_by_the_request_timeout(lau
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_connections_past_the_http_max_connections_are_closed_as_they_come_and_the_rest_answered(launcher) -> None:  # type: ignore[no-untyped-def]
-    server = launcher.server(http_max_connections=2, http_request_timeout_s=60, http_keep_alive_timeout_s=60)
+    server = launcher.server(http_max_connections=2, max_waiting_requests=1, max_waiting_requests_per_principal=1,
+                             http_request_timeout_s=60, http_keep_alive_timeout_s=60)
     address = ("127.0.0.1", server.port)
     held = [socket.create_connection(address, timeout=5) for _ in range(2)]
     extra = socket.create_connection(address, timeout=5)
@@ -305,3 +306,40 @@ def test_bounds_past_the_open_file_limit_are_a_warning_at_start_and_the_service_
     warnings = [line for line in server.log_text().splitlines() if f"open-file limit of {limit}" in line]
     assert len(warnings) == 1 and " WARNING " in warnings[0], server.log_text()
     assert f"OUTBOX_HTTP_MAX_CONNECTIONS={limit}" in warnings[0]
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_a_large_body_past_the_body_budget_is_refused_while_another_is_held_and_small_requests_pass(launcher) -> None:  # type: ignore[no-untyped-def]
+    # OUTBOX_HTTP_MAX_QUEUED_BODY_BYTES: a first body of 2 MiB, declared and only begun, holds
+    # its length until it is answered; a second of 1.5 MiB does not fit in 3 MiB beside it.
+    mib = 1 << 20
+    server = launcher.server(max_request_bytes=2 * mib, http_max_queued_body_bytes=3 * mib, http_request_timeout_s=60)
+    large = b"x" * (3 * mib // 2)  # not JSON: a 400 once it is read, a 429 where it is not
+    json = {"content-type": "application/json"}
+    held = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+    try:
+        held.sendall(b"POST /v1/topics HTTP/1.1\r\nhost: outbox\r\ncontent-type: application/json\r\n"
+                     b"content-length: %d\r\n\r\n{\"name\": " % (2 * mib))
+        with server.client() as c:
+            # Once the server has the first head, the second is refused at once, unread.
+            deadline = time.monotonic() + 20
+            while (r := c.post("/v1/topics", content=large, headers=json)).status_code != 429:
+                assert r.status_code == 400 and time.monotonic() < deadline, r.text
+                time.sleep(0.05)
+            body = r.json()
+            assert (body["error_code"], body["retriable"], r.headers["retry-after"]) == (
+                "THROTTLING_QUOTA_EXCEEDED", True, "1")
+            assert body["details"] == {"bound": "body_bytes", "limit": 3 * mib}
+            assert "OUTBOX_HTTP_MAX_QUEUED_BODY_BYTES" in body["message"]
+            # Small bodies never take from the budget.
+            assert c.post("/v1/topics", json={"name": "small"}).status_code == 201
+            ok(c.get("/healthz"))
+            # The first client gone, its bytes are given back: the large body is read again.
+            held.close()
+            deadline = time.monotonic() + 20
+            while (r := c.post("/v1/topics", content=large, headers=json)).status_code != 400:
+                assert r.status_code == 429 and time.monotonic() < deadline, r.text
+                time.sleep(0.05)
+            assert r.json()["error_code"] == "INVALID_REQUEST"
+    finally:
+        held.close()

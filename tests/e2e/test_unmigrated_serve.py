@@ -71,7 +71,8 @@ def unmigrated(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple
 def _serve(launcher: Launcher, **settings: object):  # type: ignore[no-untyped-def]
     # Bounds under any machine's open-file limit: the warning of a low one (app.cli.server)
     # would be a line more than these tests count.
-    server = launcher.start_server(auto_migrate=False, http_max_connections=100, **settings)
+    server = launcher.start_server(auto_migrate=False, http_max_connections=100, max_waiting_requests=50,
+                                   max_waiting_requests_per_principal=50, **settings)
     server.wait_for_log("Application startup complete")
     return server
 

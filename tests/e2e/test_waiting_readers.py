@@ -61,7 +61,9 @@ def test_a_waiting_fetch_is_woken_by_a_commit_made_through_another_process(launc
 
 
 def test_hundreds_of_waiting_fetches_hold_no_database_connection(launcher: Launcher) -> None:
-    server = launcher.server(db_pool_size=2)  # ten connections at most (two, and four times as many more)
+    # Ten database connections at most (two, and four times as many more); the 300 waiters are
+    # one principal (one address, authentication off), past its default share of the places.
+    server = launcher.server(db_pool_size=2, max_waiting_requests_per_principal=300)
     with server.client() as c:
         ok(c.post("/v1/topics", json={"name": "orders"}))
         ok(c.get("/v1/topics/orders/partitions/0/records"))

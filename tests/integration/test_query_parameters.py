@@ -76,3 +76,54 @@ def test_each_route_takes_the_query_parameters_its_openapi_operation_states(clie
 def test_routes_outside_the_api_are_left_alone(client: Any, path: str) -> None:
     # A load balancer's or a scraper's probe may carry parameters of its own.
     assert client.get(f"{path}?probe=1").status_code == 200
+
+
+def test_a_parameter_of_one_value_given_twice_is_refused_naming_it(client: Any) -> None:
+    # FastAPI took the last of them: a Fetch from offset 2 for `?offset=1&offset=2`.
+    _records(client)
+    answer = client.get("/v1/topics/orders/partitions/0/records?offset=1&offset=2&max_records=1&max_records=2"
+                        "&max_records=3&isolation=read_committed")
+    assert answer.status_code == 422
+    body = answer.json()
+    assert body["error_code"] == "INVALID_REQUEST"
+    assert body["details"]["errors"] == [
+        {"field": "query.max_records", "problem": "given 3 times; give it once"},
+        {"field": "query.offset", "problem": "given 2 times; give it once"},
+    ]
+
+
+def test_a_repeated_parameter_and_an_unknown_one_are_both_named_the_unknown_first(client: Any) -> None:
+    _records(client)
+    answer = client.get("/v1/topics/orders/partitions/0/records?offset=1&ofset=2&offset=3&ofset=4")
+    assert answer.status_code == 422
+    assert [(e["field"], e["problem"].split(";")[0]) for e in answer.json()["details"]["errors"]] == [
+        ("query.ofset", "unknown parameter"), ("query.offset", "given 2 times")]
+
+
+def test_a_parameter_a_route_takes_as_a_list_may_be_given_once_per_value(client: Any) -> None:
+    listed = client.get("/v1/transactions?state=Ongoing&state=PrepareCommit")
+    assert listed.status_code == 200, listed.text
+    _records(client)
+    offsets = client.get("/v1/groups/g/offsets?topic=orders&topic=other")
+    assert offsets.status_code == 200, offsets.text
+    # Its other parameters are still of one value.
+    answer = client.get("/v1/transactions?state=Ongoing&state=Empty&limit=1&limit=2")
+    assert answer.status_code == 422
+    assert [e["field"] for e in answer.json()["details"]["errors"]] == ["query.limit"]
+
+
+def test_the_routes_that_take_a_list_are_those_whose_openapi_parameter_is_an_array(client: Any) -> None:
+    document = client.app.openapi()
+    lists, stated = set(), set()
+    for route in client.app.routes:
+        for inner in getattr(getattr(route, "original_router", None), "routes", [route]):
+            if not isinstance(inner, APIRoute) or not inner.path.startswith("/v1"):
+                continue
+            lists |= {(inner.path, name) for name in query_guard.list_parameters(inner.dependant)}
+            for method in inner.methods:
+                for p in document["paths"][inner.path][method.lower()].get("parameters", []):
+                    types = [s.get("type") for s in p["schema"].get("anyOf", [p["schema"]])]
+                    if p["in"] == "query" and "array" in types:
+                        stated.add((inner.path, p["name"]))
+    assert lists == stated
+    assert ("/v1/transactions", "state") in lists

@@ -170,6 +170,35 @@ def test_the_waiting_requests_per_principal_must_not_exceed_those_in_all() -> No
         Settings(max_waiting_requests=10, max_waiting_requests_per_principal=11)
 
 
+def test_the_waiting_requests_must_leave_http_connections_to_requests_that_do_not_wait() -> None:
+    # Each waiting HTTP request holds a connection: as many waits as connections would leave a
+    # Send or a health check none.
+    with pytest.raises(ValidationError, match=r"OUTBOX_MAX_WAITING_REQUESTS \(100\) is not below "
+                                              r"OUTBOX_HTTP_MAX_CONNECTIONS \(100\)"):
+        Settings(http_max_connections=100, max_waiting_requests=100, max_waiting_requests_per_principal=10)
+    with pytest.raises(ValidationError, match="OUTBOX_MAX_WAITING_REQUESTS_PER_PRINCIPAL exceeds"):
+        Settings(http_max_connections=100, max_waiting_requests=99, max_waiting_requests_per_principal=100)
+    settings = Settings(http_max_connections=100, max_waiting_requests=99, max_waiting_requests_per_principal=99)
+    assert settings.max_waiting_requests == 99
+
+
+def test_by_default_one_principals_waits_leave_most_places_and_connections_to_others() -> None:
+    settings = Settings()
+    assert settings.max_waiting_requests < settings.http_max_connections
+    assert settings.max_waiting_requests_per_principal * 10 <= settings.max_waiting_requests
+    # Even with every other principal's waits, one principal's requests that do not wait find
+    # a connection.
+    assert settings.http_max_connections - settings.max_waiting_requests >= settings.http_max_connections // 4
+
+
+def test_the_http_body_budget_holds_at_least_one_body_of_the_largest_size() -> None:
+    settings = Settings()
+    assert (settings.http_max_queued_body_bytes, settings.max_request_bytes) == (256 * 1024 * 1024, 32 * 1024 * 1024)
+    with pytest.raises(ValidationError, match="OUTBOX_HTTP_MAX_QUEUED_BODY_BYTES is less than OUTBOX_MAX_REQUEST_BYTES"):
+        Settings(max_request_bytes=2_000_000, http_max_queued_body_bytes=1_999_999)
+    assert Settings(max_request_bytes=2_000_000, http_max_queued_body_bytes=2_000_000).http_max_queued_body_bytes == 2_000_000
+
+
 @pytest.mark.parametrize("name", ["max_waiting_requests", "max_waiting_requests_per_principal"])
 def test_a_bound_on_waiting_requests_is_at_least_one(name: str) -> None:
     with pytest.raises(ValidationError, match="greater than or equal to 1"):

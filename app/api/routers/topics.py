@@ -325,10 +325,11 @@ async def stream_records(
     access.require(Operation.READ, acl.topic(topic))
     position = offset
     if last_event_id is not None:
+        digits = last_event_id.strip()
         # isascii: str.isdigit takes "²" and "1¹", which int() then refuses.
-        if not (last_event_id.strip().isascii() and last_event_id.strip().isdigit()) or int(last_event_id) > MAX_INT64:
+        if not (digits.isascii() and digits.isdigit()) or int(digits) > MAX_INT64:
             raise InvalidRequest(f"Last-Event-ID must be a position (a number), not {last_event_id[:40]!r}")
-        position = int(last_event_id)
+        position = int(digits)
     # Past the bound, an unknown partition or a position outside the log: a JSON refusal, before
     # the stream starts.
     stream = await services.long_poll.open_stream(topic, partition, position,

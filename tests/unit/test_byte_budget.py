@@ -1,5 +1,6 @@
-"""The bytes of large Kafka request frames the listener holds at once
-(app.kafka.frame_budget, OUTBOX_KAFKA_QUEUED_MAX_REQUEST_BYTES)."""
+"""The bytes of large requests a door holds at once (app.services.byte_budget): the Kafka
+listener's frames (OUTBOX_KAFKA_QUEUED_MAX_REQUEST_BYTES) and the HTTP door's bodies
+(OUTBOX_HTTP_MAX_QUEUED_BODY_BYTES)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,14 @@ import asyncio
 
 import pytest
 
-from app.kafka.frame_budget import FREE_BELOW_BYTES, FrameBudget
+from app.services.byte_budget import FREE_BELOW_BYTES, ByteBudget
 
 LARGE = FREE_BELOW_BYTES + 1
 
 
 def test_a_frame_of_the_free_size_or_less_never_waits_and_takes_nothing() -> None:
     async def scenario() -> tuple[int, int]:
-        budget = FrameBudget(LARGE)
+        budget = ByteBudget(LARGE)
         assert await budget.take(LARGE) == LARGE  # the budget is full
         return await asyncio.wait_for(budget.take(FREE_BELOW_BYTES), 1), budget.held
 
@@ -23,7 +24,7 @@ def test_a_frame_of_the_free_size_or_less_never_waits_and_takes_nothing() -> Non
 
 def test_a_large_frame_that_does_not_fit_waits_until_one_held_is_given_back() -> None:
     async def scenario() -> list[str]:
-        budget, seen = FrameBudget(2 * LARGE), []
+        budget, seen = ByteBudget(2 * LARGE), []
         first = await budget.take(2 * LARGE)
         waiting = asyncio.ensure_future(budget.take(LARGE))
         await asyncio.sleep(0.01)
@@ -38,7 +39,7 @@ def test_a_large_frame_that_does_not_fit_waits_until_one_held_is_given_back() ->
 def test_frames_waiting_are_let_in_in_the_order_they_asked() -> None:
     # A smaller frame behind a larger one waits too, so the larger one is not passed over.
     async def scenario() -> list[int]:
-        budget, order = FrameBudget(3 * LARGE), []
+        budget, order = ByteBudget(3 * LARGE), []
         held = await budget.take(3 * LARGE)
 
         async def one(size: int) -> None:
@@ -62,7 +63,7 @@ def test_frames_waiting_are_let_in_in_the_order_they_asked() -> None:
 @pytest.mark.parametrize("granted_first", [False, True], ids=["while it waits", "once granted, before it ran"])
 def test_a_waiter_cancelled_holds_nothing_and_lets_the_next_in(granted_first: bool) -> None:
     async def scenario() -> tuple[int, bool]:
-        budget = FrameBudget(2 * LARGE)
+        budget = ByteBudget(2 * LARGE)
         held = await budget.take(2 * LARGE)
         cancelled = asyncio.ensure_future(budget.take(2 * LARGE))
         behind = asyncio.ensure_future(budget.take(LARGE))
