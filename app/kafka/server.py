@@ -36,7 +36,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from app.domain.acl import ANONYMOUS
-from app.domain.errors import AuthenticationFailed, OutboxError, ThrottlingQuotaExceeded
+from app.domain.errors import AuthenticationFailed, OutboxError
 from app.kafka import auth, protocol
 from app.kafka.api_keys import ApiKey, is_served
 from app.kafka.apis import Apis, Broker, api_versions_answer
@@ -427,7 +427,7 @@ class KafkaListener:
         host_token = protocol.bind_client_host(peer[0] if peer else None)  # DescribeGroups shows it
         try:
             if api_key == ApiKey.FETCH:
-                response = await self._fetch(request, _waiter(writer, session))
+                response = await self._fetch(request)
             elif inspect.iscoroutinefunction(handler):
                 # A request that waits on other clients' (JoinGroup, SyncGroup): it waits on the
                 # event loop and calls the services in worker threads itself.
@@ -441,41 +441,35 @@ class KafkaListener:
         access.hold_to_rules(api_key, request.body)
         return response
 
-    async def _fetch(self, request: protocol.Request, waiter: str) -> Any:
+    async def _fetch(self, request: protocol.Request) -> Any:
         """A Fetch, waiting up to max_wait_ms (at most OUTBOX_FETCH_MAX_WAIT_MS) until min_bytes
-        of records are there, woken by the commits to the partitions read. A Fetch that would
-        wait takes a place among the process's waiting requests, as an HTTP one does
-        (OUTBOX_MAX_WAITING_REQUESTS, _PER_PRINCIPAL); where none is left it is answered at once
-        with what is there, as a Fetch that does not wait (a Kafka client fetches again; an
-        error would be no clearer to it)."""
+        of records are there, woken by the commits to the partitions read.
+
+        It takes no place among OUTBOX_MAX_WAITING_REQUESTS: that bound keeps HTTP connections
+        for requests that do not wait, and the Kafka door's waits are bounded already, one a
+        connection at most (a connection's next request is read once this one is answered), by
+        OUTBOX_KAFKA_MAX_CONNECTIONS. Refused a place, a Fetch could only be answered at once
+        with nothing, and Kafka's clients fetch again at once after an empty answer: every
+        consumer past the bound, all of one principal's past its share, would spin, a
+        database read a turn."""
         body = request.body
         changes = self.services.long_poll.changes
         deadline = time.monotonic() + min(max(0, body.max_wait.total_seconds()), self.settings.fetch_max_wait_ms / 1000)
-        place, waited_on = None, None
-        try:
-            while True:
-                since = changes.now()
-                answer, size, keys, read_failed = await asyncio.to_thread(self.apis.fetch_now, body,
-                                                                          request.api_version)
-                left = deadline - time.monotonic()
-                # A partition waited on that is no longer read (its topic deleted) ends the
-                # wait: Kafka completes a waiting Fetch once it no longer hosts one of its
-                # partitions, and the client learns at once that it must look again.
-                gone = waited_on is not None and not waited_on <= set(keys)
-                if size >= body.min_bytes or left <= 0 or not keys or gone or read_failed:
-                    return answer
-                waited_on = set(keys)
-                if place is None:
-                    try:
-                        place = self.services.waiting.enter(waiter, "fetch")
-                    except ThrottlingQuotaExceeded:
-                        return answer
-                await changes.wait(keys, since, left)
-                if time.monotonic() >= deadline and not changes.moved(keys, since):
-                    return answer
-        finally:
-            if place is not None:
-                place.release()
+        waited_on = None
+        while True:
+            since = changes.now()
+            answer, size, keys, read_failed = await asyncio.to_thread(self.apis.fetch_now, body, request.api_version)
+            left = deadline - time.monotonic()
+            # A partition waited on that is no longer read (its topic deleted) ends the wait:
+            # Kafka completes a waiting Fetch once it no longer hosts one of its partitions,
+            # and the client learns at once that it must look again.
+            gone = waited_on is not None and not waited_on <= set(keys)
+            if size >= body.min_bytes or left <= 0 or not keys or gone or read_failed:
+                return answer
+            waited_on = set(keys)
+            await changes.wait(keys, since, left)
+            if time.monotonic() >= deadline and not changes.moved(keys, since):
+                return answer
 
 
 def _encoded(correlation_id: int, response: Any) -> tuple[bytes | None, dict[ErrorCode, int], str | None]:
@@ -532,15 +526,6 @@ def _gone(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
     its side down with nothing more to send, to read the answer alone, is taken for gone:
     no Kafka client does that, and TCP tells it from a close by nothing but a write."""
     return writer.is_closing() or reader.at_eof()
-
-
-def _waiter(writer: asyncio.StreamWriter, session: Session) -> str:
-    """Whose place a waiting Fetch of this connection takes: its authenticated principal, or,
-    as over HTTP with authentication off, the anonymous caller of each client address."""
-    if session.principal is not None and session.principal != auth.NOBODY:
-        return str(session.principal.name)
-    peer = _peer_address(writer)
-    return f"{ANONYMOUS} from {peer[0] if peer else 'an unknown address'}"
 
 
 def _peer(writer: asyncio.StreamWriter) -> str:
