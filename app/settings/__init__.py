@@ -449,6 +449,15 @@ class Settings(KafkaSettings):
         if not self.console_lag_interval_ms and "console_lag_max_groups" in self.model_fields_set:
             raise ValueError("OUTBOX_CONSOLE_LAG_MAX_GROUPS set, but OUTBOX_CONSOLE_LAG_INTERVAL_MS is 0: "
                              "no lag history is kept")
+        if self.max_waiting_requests >= self.http_max_connections and "max_waiting_requests" not in self.model_fields_set:
+            # Left at its default under a lower connection limit, it is three quarters of that
+            # limit (as 750 is of 1,000), so that a deployment which lowered the connection limit
+            # alone starts as it did before the bound had to be below it. Set in __dict__: an
+            # attribute assigned would count as set.
+            self.__dict__["max_waiting_requests"] = max(1, self.http_max_connections * 3 // 4)
+        if (self.max_waiting_requests_per_principal > self.max_waiting_requests
+                and "max_waiting_requests_per_principal" not in self.model_fields_set):
+            self.__dict__["max_waiting_requests_per_principal"] = self.max_waiting_requests
         if self.max_waiting_requests_per_principal > self.max_waiting_requests:
             raise ValueError(
                 "OUTBOX_MAX_WAITING_REQUESTS_PER_PRINCIPAL exceeds OUTBOX_MAX_WAITING_REQUESTS"

@@ -182,6 +182,20 @@ def test_the_waiting_requests_must_leave_http_connections_to_requests_that_do_no
     assert settings.max_waiting_requests == 99
 
 
+@pytest.mark.parametrize(("connections", "waiting", "per_principal"), [(500, 375, 75), (60, 45, 45), (1, 1, 1)])
+def test_the_waiting_bounds_left_unset_follow_a_lower_connection_limit(
+        connections: int, waiting: int, per_principal: int) -> None:
+    # A deployment that had lowered OUTBOX_HTTP_MAX_CONNECTIONS alone, before the waiting bound
+    # had to be below it, starts as it did (a limit of 1 cannot leave room: refused, below).
+    if connections == 1:
+        with pytest.raises(ValidationError, match=r"OUTBOX_MAX_WAITING_REQUESTS \(1\) is not below"):
+            Settings(http_max_connections=connections)
+        return
+    settings = Settings(http_max_connections=connections)
+    assert (settings.max_waiting_requests, settings.max_waiting_requests_per_principal) == (waiting, per_principal)
+    assert {"max_waiting_requests", "max_waiting_requests_per_principal"} & settings.model_fields_set == set()
+
+
 def test_by_default_one_principals_waits_leave_most_places_and_connections_to_others() -> None:
     settings = Settings()
     assert settings.max_waiting_requests < settings.http_max_connections
