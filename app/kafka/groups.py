@@ -35,6 +35,7 @@ from app.domain.errors import (GroupMetadataTooLarge, InvalidRequest, MemberIdRe
 from app.domain.group import CONSUMER_PROTOCOL, check_assignments_bytes, check_protocols_bytes
 from app.domain.offsets import NO_LEADER_EPOCH, GroupMetadata, OffsetToStage, ReadOrder, metadata_fits
 from app.kafka.api_keys import ApiKey
+from app.logs import RateLimitedLog
 from app.kafka.auth import NOT_REQUESTED, access, authorized_operations, refusal_code
 from app.kafka.errors import error_code, metadata_code
 from app.kafka.protocol import (NO_WAIT, ClientGone, build, client_gone, client_host, client_id,
@@ -71,6 +72,9 @@ class GroupApis:
         self.group_offsets = services.group_offsets
         self.protocol = services.classic_group_protocol
         self.settings = services.settings
+        # A client may repeat a refused JoinGroup as fast as it likes: one line a while, the
+        # others counted (`_too_large`).
+        self._warn_of_too_large = RateLimitedLog(logger)
         # How many times a request of this process changed a group (`_notify`), and the event
         # the next change sets. A waiting request notes the count before it asks the service and
         # waits only if it is unchanged when the answer comes: a change made while it asked
@@ -172,7 +176,7 @@ class GroupApis:
             # Before the subscription is read from the metadata; the service checks it again.
             check_protocols_bytes(protocols, self.settings.kafka_group_max_metadata_bytes)
         except GroupMetadataTooLarge as e:
-            _too_large("JoinGroup", body.group_id, e)
+            _too_large(self._warn_of_too_large, "JoinGroup", body.group_id, e)
             return answer(error_code(e))
         rebalance = getattr(body, "rebalance_timeout", None)
         session_timeout_ms = body.session_timeout // _MS
@@ -275,7 +279,7 @@ class GroupApis:
             check_assignments_bytes([(a.member_id, a.assignment) for a in body.assignments],
                                     self.settings.kafka_group_max_metadata_bytes)
         except GroupMetadataTooLarge as e:
-            _too_large("SyncGroup", body.group_id, e)
+            _too_large(self._warn_of_too_large, "SyncGroup", body.group_id, e)
             return answer(error_code(e))
         assignments = {a.member_id: (bytes(a.assignment), _assigned(protocol_type, bytes(a.assignment)))
                        for a in body.assignments}
@@ -539,14 +543,13 @@ class GroupApis:
         return build(m.ListGroupsResponse, throttle_time=NO_WAIT, error_code=ErrorCode.none, groups=listed)
 
 
-def _too_large(api: str, group_id: str, e: GroupMetadataTooLarge) -> None:
-    """One WARNING for a group request refused for its bytes, naming who sent it: a client that
+def _too_large(warn: RateLimitedLog, api: str, group_id: str, e: GroupMetadataTooLarge) -> None:
+    """A WARNING for a group request refused for its bytes, naming who sent it: a client that
     sends such metadata is misconfigured or hostile, and its answer alone (INVALID_REQUEST, which
     its client may report as a fatal error far from the cause) tells the operator nothing. The
     message gives sizes, never the bytes."""
     # The group id cut as the id rule would (255 characters): it has not been checked yet.
-    logger.warning("Kafka listener: %s of group %.257r from %s refused: %s", api, group_id, access().principal,
-                   e.message)
+    warn("Kafka listener: %s of group %.257r from %s refused: %s", api, group_id, access().principal, e.message)
 
 
 def offsets_once(topics: Any) -> list[OffsetToStage]:

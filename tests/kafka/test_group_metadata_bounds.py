@@ -90,6 +90,16 @@ def test_a_join_whose_metadata_is_past_the_bound_is_invalid_request_and_adds_no_
     _one_refusal_logged(bounded, caplog, "JoinGroup of group 'g' from User:ANONYMOUS", f"{BOUND + 1} bytes")
 
 
+def test_joins_refused_again_and_again_are_one_warning_a_while(
+        bounded: Listener, caplog: pytest.LogCaptureFixture) -> None:
+    # A client may repeat a refused JoinGroup as fast as it likes: not a line each time.
+    caplog.set_level(logging.WARNING, logger="app.kafka")
+    with bounded.connect() as s:
+        for _ in range(3):
+            assert join(s, "g", protocols=(("range", _padded("range", BOUND + 1)),)).error_code == ErrorCode.invalid_request
+    _one_refusal_logged(bounded, caplog, "JoinGroup of group 'g' from User:ANONYMOUS")
+
+
 def test_a_join_whose_protocols_together_are_past_the_bound_is_refused(bounded: Listener) -> None:
     # The sum over its protocols, names included: each alone is under the bound.
     half = BOUND // 2
