@@ -115,6 +115,7 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock, *,
     )
     app.state.settings = settings
     app.state.security = None  # set by the lifespan when authentication is on
+    app.state.warn_unready = health.unready_warning()  # one per app: its probes share its count
     app.state.rate_history = RateHistory(
         interval_ms=settings.console_history_interval_ms, window_ms=settings.console_history_window_ms,
         max_samples=settings.console_history_samples, clock=clock)

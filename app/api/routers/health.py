@@ -53,14 +53,17 @@ def readyz(request: Request, services: ServicesDep):  # type: ignore[no-untyped-
     return Readiness(status="ready", database=services.db.dialect, schema_revision=current, head_revision=head)
 
 
+def unready_warning() -> RateLimitedLog:
+    """/readyz's warning of a database away: a probe asks every few seconds for as long as it
+    is, so one line a while (the app keeps one, app.api.app)."""
+    return RateLimitedLog(logger)
+
+
 def _unreachable(request: Request, exc: Exception) -> JSONResponse:
     # The driver's words (a database's name, a host, a role) go to the log, not to whoever may
-    # ask /readyz without credentials; the answer says where to look. A probe asks every few
-    # seconds for as long as the database is away: one line a while, one count per app.
-    state = request.app.state
-    if not hasattr(state, "warn_unready"):
-        state.warn_unready = RateLimitedLog(logger)
-    state.warn_unready("/readyz: the database is unreachable: %s", first_line(getattr(exc, "orig", None) or exc))
+    # ask /readyz without credentials; the answer says where to look.
+    request.app.state.warn_unready("/readyz: the database is unreachable: %s",
+                                   first_line(getattr(exc, "orig", None) or exc))
     return JSONResponse(
         error_body("STORAGE_UNAVAILABLE",
                    f"database unreachable ({exc.__class__.__name__}): the service's log says why", True),
