@@ -47,6 +47,7 @@ class TurnHolder:
     role: str | None
     application: str | None
     ours: bool  # its role is this connection's: one of this service's processes
+    our_role: str  # this connection's, for the operator to compare (a migrator may run as another)
 
     def __str__(self) -> str:
         said = f"PostgreSQL session {self.pid}"
@@ -55,7 +56,7 @@ class TurnHolder:
         if self.application:
             said += f" ({self.application})"
         if not self.ours:
-            said += (", not this service's role: if it is no migrator or service of yours, "
+            said += (f", not this connection's role {self.our_role}: if it is no migrator or service of yours, "
                      f"end it with SELECT pg_terminate_backend({self.pid})")
         return said
 
@@ -63,7 +64,7 @@ class TurnHolder:
 # An advisory lock on a bigint key shows in pg_locks as classid (its high 32 bits), objid
 # (its low 32 bits) and objsubid 1 (a pair of int4 keys shows objsubid 2).
 _HOLDER = text("""
-    SELECT l.pid, a.usename, a.application_name, a.usename = current_user
+    SELECT l.pid, a.usename, a.application_name, a.usename = current_user, current_user
     FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
     WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
       AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
@@ -76,8 +77,8 @@ def holder(conn: Connection, turn: Turn) -> TurnHolder | None:
     row = conn.execute(_HOLDER, {"high": int(turn) >> 32, "low": int(turn) & 0xFFFFFFFF}).first()
     if row is None:
         return None
-    pid, role, application, ours = row
-    return TurnHolder(pid=pid, role=role, application=application or None, ours=bool(ours))
+    pid, role, application, ours, our_role = row
+    return TurnHolder(pid=pid, role=role, application=application or None, ours=bool(ours), our_role=our_role)
 
 
 def _take(conn: Connection, turn: Turn) -> bool:

@@ -223,13 +223,15 @@ def test_a_migrator_held_off_by_a_readers_session_names_it_and_how_to_end_it(
     finally:
         held.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": int(Turn.MIGRATE)})
         held.close()
+        held.engine.dispose()
         t.join(timeout=30)
         engine.dispose()
     role = make_url(reader).username
     assert entered.is_set()
     assert [r.getMessage() for r in caplog.records] == [
         f"another process is migrating this database (PostgreSQL session {pid} of role {role}, not this "
-        f"service's role: if it is no migrator or service of yours, end it with SELECT pg_terminate_backend({pid})); "
+        f"connection's role postgres: if it is no migrator or service of yours, end it with "
+        f"SELECT pg_terminate_backend({pid})); "
         "waiting for it to finish"]
 
 
@@ -245,10 +247,11 @@ def test_a_purge_held_off_by_a_readers_session_names_it(
     finally:
         held.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": int(Turn.PURGE)})
         held.close()
+        held.engine.dispose()
     role = make_url(reader).username
     assert [r.getMessage() for r in caplog.records if r.name == "app.services.log_cleaner"] == [
         f"deleted topics' records are not purged: their turn is held by PostgreSQL session {pid} of role {role}, "
-        f"not this service's role: if it is no migrator or service of yours, end it with "
+        f"not this connection's role postgres: if it is no migrator or service of yours, end it with "
         f"SELECT pg_terminate_backend({pid})"]
     assert LogCleaner(services.db, services.settings, clock).run_once().topics_purged == 1
 
@@ -262,4 +265,5 @@ def test_a_purge_left_to_another_of_the_services_processes_says_nothing(
     finally:
         held.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": int(Turn.PURGE)})
         held.close()
+        held.engine.dispose()
     assert [r for r in caplog.records if r.name == "app.services.log_cleaner"] == []
