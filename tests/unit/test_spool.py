@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Generator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from anyio import to_thread
@@ -357,3 +358,43 @@ async def _close_gives_back_all_a_spool_holds_and_never_more() -> None:
     with pytest.raises(SpoolStopped):  # resumed after close(): its frame is not given back twice
         await anext(reader)
     assert spooled.used == 0
+
+
+def test_a_streams_close_stops_its_spool_before_its_iteration_is_collected(spool_dir: Path) -> None:
+    asyncio.run(_a_streams_close_stops_its_spool_before_its_iteration_is_collected())
+
+
+async def _a_streams_close_stops_its_spool_before_its_iteration_is_collected() -> None:
+    from types import SimpleNamespace
+
+    from app.domain.read import StoredRecord
+    from app.services.long_poll import Stream
+
+    closed = threading.Event()
+
+    class HeldAnswer:
+        """A large read from a snapshot it holds: endless, so only a stop ends it."""
+
+        held = object()
+        partitions = [SimpleNamespace(error=None, topic_id=7, planned_records=1,
+                                      result=SimpleNamespace(next_offset=1, log_end_offset=1))]
+
+        def chunks(self, w: Any) -> Generator[list[StoredRecord], None, None]:
+            n = 0
+            while True:
+                yield [StoredRecord(n, n, 0, None, "v", None, None, None, None, False)]
+                n += 1
+
+        def close(self) -> None:
+            closed.set()
+
+    # The bound holds the read a few frames on: only a stop ends it before its reader does.
+    long_poll = SimpleNamespace(changes=SimpleNamespace(closing=False), spool_bytes=SpoolBytes(10_000))
+    place = SimpleNamespace(release=lambda: None)
+    read = SimpleNamespace(partitions=(("t", 0, 0),))
+    stream = Stream(long_poll, read, place, 0, HeldAnswer(), lambda records: b"x" * 1000)  # type: ignore[arg-type]
+    events = stream.__aiter__()
+    assert (await anext(events)).next_position == 1
+    stream.close()  # the SSE route's on_close: the client gone, the iteration left suspended
+    assert await asyncio.to_thread(closed.wait, 10)
+    await events.aclose()
