@@ -18,7 +18,7 @@ from starlette.types import Receive, Scope, Send
 from app.domain.record_formats import typed_json
 from app.domain.types import IsolationLevel
 from app.services.fetch_answer import FetchAnswer, PartitionFetch
-from app.services.spool import Spool, SpoolFiles
+from app.services.spool import Spool, SpoolBytes
 from app.domain.read import FetchResult, StoredRecord
 
 _NULL = orjson.Fragment(b"null")
@@ -124,8 +124,8 @@ class StreamedAnswer(StreamingResponse):
     failed."""
 
     def __init__(self, answer: FetchAnswer, parts: list[bytes | PartitionFetch], isolation: IsolationLevel,
-                 files: SpoolFiles) -> None:
-        self._spool = Spool(_answer_bytes(answer, parts, isolation), answer.close, files)
+                 spooled: SpoolBytes) -> None:
+        self._spool = Spool(_answer_bytes(answer, parts, isolation), answer.close, spooled)
         super().__init__(self._body(self._spool), media_type="application/json")
 
     @staticmethod

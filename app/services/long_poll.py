@@ -38,7 +38,7 @@ from app.domain.types import IsolationLevel
 from app.services.fetch_answer import FetchAnswer, PartitionFetch
 from app.services.log_service import LogService
 from app.services.shared_reads import SharedReads
-from app.services.spool import Spool, SpoolFiles
+from app.services.spool import Spool, SpoolBytes
 from app.services.waiting import Place, WaitingRequests, WaitKind
 from app.storage.changes import Key, LogChanges
 
@@ -78,12 +78,12 @@ class _Read:
 
 class LongPoll:
     def __init__(self, log_service: LogService, changes: LogChanges, max_wait_ms: int,
-                 waiting: WaitingRequests, spool_files: SpoolFiles) -> None:
+                 waiting: WaitingRequests, spool_bytes: SpoolBytes) -> None:
         self.log = log_service
         self.changes = changes
         self.max_wait_ms = max_wait_ms
         self.waiting = waiting
-        self.spool_files = spool_files  # every large answer's spool, the Fetch routes' too
+        self.spool_bytes = spool_bytes  # every large answer's spool, the Fetch routes' too
         self._reads = SharedReads(changes)
 
     def _deadline(self, max_wait_ms: int) -> float:
@@ -190,8 +190,13 @@ class Stream:
         self._read = read
         self._place = place
         self._first: tuple[int, FetchAnswer] | None = (since, first)
+        self._spool: Spool | None = None  # the large read being sent, if any
 
     def close(self) -> None:
+        # The client gone, its read stops after its current frame and closes its snapshot now,
+        # not once the suspended iteration is collected.
+        if self._spool is not None:
+            self._spool.stop()
         if self._first is not None:  # never iterated: its first answer's snapshot too
             _, answer = self._first
             self._first = None
@@ -221,12 +226,14 @@ class Stream:
                     else:  # read to its end while the client takes its events, however slowly
                         # A frame's integer: where to resume, and `ends` in its lowest bit.
                         spool = Spool(((p.next_position << 1 | p.ends, p.data) for p in pieces), answer.close,
-                                      long_poll.spool_files)
+                                      long_poll.spool_bytes)
+                        self._spool = spool
                         async for meta, data in spool.read():
                             yield CommitPoint(data, meta >> 1, bool(meta & 1))
                             quiet_since = time.monotonic()
                 finally:
                     if spool is not None:
+                        self._spool = None
                         await spool.close()
                     await close(answer)
                 keys = [(w.topic_id, partition)]

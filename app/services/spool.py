@@ -13,16 +13,22 @@ client is behind in a temporary file (tempfile's: in TMPDIR, readable by its own
 deleted from its directory at once): the memory an answer takes is that bound and a chunk,
 whatever its size, and a client that keeps up takes its answer without a file's copy.
 
-The files' bytes not yet taken, over every spool of the process, are bounded too
-(SpoolFiles, OUTBOX_FETCH_SPOOL_MAX_BYTES): each is at most a Fetch's bytes, but every
+The bytes spooled, in memory and on disk, over every spool of the process, are bounded too
+(SpoolBytes, OUTBOX_FETCH_SPOOL_MAX_BYTES): each spool is at most a Fetch's bytes, but every
 connection could hold one. Past the bound a read waits for its client, holding its connection,
 as every read did before spools: slow clients then cost connections again, but only once they
 are that far behind all together.
+
+A reader waiting for frames waits on the event loop, never in a worker thread: those are few
+(anyio's 40, shared with the sync routes), and readers waiting on reads that wait on the bound
+would otherwise take them all.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
+import logging
 import struct
 import threading
 from collections import deque
@@ -32,29 +38,37 @@ from typing import IO
 
 from anyio import CancelScope, to_thread
 
+logger = logging.getLogger(__name__)
+
 SPOOL_MEMORY_BYTES = 1 << 20
 TAKE_BYTES = 1 << 20  # taken at once by the sender: one worker thread's turn for about a chunk or more
 # A frame's length and the integer its producer gives with it (the stream: where it resumes).
 _HEADER = struct.Struct("<QQ")
 
 
-class SpoolFiles:
-    """The bound on the bytes written to every spool's file and not yet taken: `take` waits
-    while they would pass `max_bytes` (a frame alone in the files always goes, or a frame
-    larger than the bound would wait for ever), until `stopped()`."""
+class SpoolStopped(Exception):
+    """A spool's read stopped (Spool.stop) before its end: what was read is not the answer."""
 
-    WAIT_S = 0.1  # how often a waiting spool looks whether it was closed meanwhile
+
+class SpoolBytes:
+    """The bound on the bytes spooled, in memory and on disk, over every spool: `take` waits
+    while they would pass `max_bytes` (a frame alone always goes, or a frame larger than the
+    bound would wait for ever), until `give_up()`."""
+
+    WAIT_S = 0.1  # how often a waiting spool looks whether it was closed, or caught up, meanwhile
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self.used = 0
         self._freed = threading.Condition()
 
-    def take(self, n: int, stopped: Callable[[], bool]) -> bool:
-        """Whether `n` bytes were taken (False: `stopped()` came first)."""
+    def take(self, n: int, give_up: Callable[[], bool]) -> bool:
+        """Whether `n` bytes were taken (False: `give_up()` came first)."""
+        if not n:
+            return True
         with self._freed:
             while self.used and self.used + n > self.max_bytes:
-                if stopped():
+                if give_up():
                     return False
                 self._freed.wait(self.WAIT_S)
             self.used += n
@@ -66,18 +80,34 @@ class SpoolFiles:
                 self.used -= n
                 self._freed.notify_all()
 
+    def wake(self) -> None:
+        """Wake the waiting spools to look at their `give_up` again."""
+        with self._freed:
+            self._freed.notify_all()
+
+
+# A frame taken by the reader, and the bytes it holds in SpoolBytes until it is sent (a frame
+# from memory; one from the file is counted in the file's extent).
+_Taken = tuple[int, bytes, int]
+
 
 class Spool:
     """Frames (an integer and bytes) that `frames` makes, read to their end by a thread of the
     spool's own, then `end()` (the snapshot closed) in that thread, whatever happened; the
     frames are taken back in order with `read`. `close()` must follow, however the answer
-    ended: it stops the read after its current frame, waits for `end()`, and deletes the spool."""
+    ended: it stops the read after its current frame, waits for `end()`, and deletes the spool.
+
+    Held in `spooled`: each frame in memory from before it is kept until it is sent, and the
+    file's extent (its size on disk) from before it grows. Only the filler truncates the file,
+    once its reader has taken all of it, and so gives its extent back: a reader that is always
+    a frame behind then holds the file's whole size, not that frame."""
 
     def __init__(self, frames: Generator[tuple[int, bytes], None, None], end: Callable[[], None],
-                 files: SpoolFiles) -> None:
-        self._changed = threading.Condition()
-        self._files = files
-        self._on_file = 0  # bytes of the file not yet taken, held in `files`
+                 spooled: SpoolBytes) -> None:
+        self._changed = threading.Lock()
+        self._spooled = spooled
+        self._unsent = 0  # memory frames' bytes held in `spooled`, until sent
+        self._extent = 0  # the file's size, held in `spooled`
         # In order: the frames in memory, then those in the file, between _taken and _written.
         # A frame goes to memory only while the file has none to take, so none is ever passed.
         self._memory: deque[tuple[int, bytes]] = deque()
@@ -88,6 +118,7 @@ class Spool:
         self._done = False
         self._stopped = False
         self._error: BaseException | None = None
+        self._wake: Callable[[], None] | None = None  # the reader's, while it reads
         # Its own thread, not the worker threads' limited pool: it must never wait behind a
         # slow client's turn (and its connection is already taken: one per answer at most).
         # Run in the request's context, as a worker thread would be.
@@ -95,96 +126,178 @@ class Spool:
                                         name="outbox-spool", daemon=True)
         self._thread.start()
 
+    def _give_up(self) -> bool:
+        """Whether a wait for the bound should stop: closed, or the file all taken (truncated,
+        it gives its extent back, and that may be the room waited for)."""
+        return self._stopped or (self._extent > 0 and self._taken == self._written)
+
     def _fill(self, frames: Generator[tuple[int, bytes], None, None], end: Callable[[], None]) -> None:
+        read_whole = False
         try:
             for meta, data in frames:
-                with self._changed:
-                    if self._stopped:
+                size = _HEADER.size + len(data)
+                while True:
+                    with self._changed:
+                        if self._stopped:
+                            break
+                        if self._extent and self._taken == self._written:
+                            self._truncate()
+                        to_memory = self._taken == self._written and self._memory_bytes + len(data) <= SPOOL_MEMORY_BYTES
+                        # Only this thread writes or truncates: what it needs stays true while it waits.
+                        need = len(data) if to_memory else max(0, self._written + size - self._extent)
+                    # Waited for outside the lock: the sender, taking from this spool, frees room.
+                    if self._spooled.take(need, self._give_up):
                         break
-                    to_memory = self._taken == self._written and self._memory_bytes + len(data) <= SPOOL_MEMORY_BYTES
+                if self._stopped:
+                    break
+                with self._changed:
                     if to_memory:
                         self._memory.append((meta, data))
                         self._memory_bytes += len(data)
-                        self._changed.notify_all()
-                        continue
-                # Waited for outside the lock: the sender, taking from this file, frees room.
-                size = _HEADER.size + len(data)
-                if not self._files.take(size, lambda: self._stopped):
-                    break
-                with self._changed:
-                    self._on_file += size
-                    if self._file is None:
-                        self._file = TemporaryFile()  # noqa: SIM115 - closed in close()
-                    self._file.seek(self._written)
-                    self._file.write(_HEADER.pack(len(data), meta))
-                    self._file.write(data)
-                    self._written = self._file.tell()
-                    self._changed.notify_all()
+                        self._unsent += len(data)
+                    else:
+                        if self._file is None:
+                            self._file = TemporaryFile()  # noqa: SIM115 - closed in close()
+                        self._file.seek(self._written)
+                        self._file.write(_HEADER.pack(len(data), meta))
+                        self._file.write(data)
+                        self._file.flush()  # on disk now, as its extent is counted
+                        self._written = self._file.tell()
+                        self._extent += need
+                    self._wake_reader()
+            else:
+                read_whole = True
         except BaseException as e:  # given to the reader once it has taken what was read before
             self._error = e
         finally:
             try:
                 try:
-                    frames.close()  # a read stopped early: its statement's cursor
+                    # The generator's own cleanup, here, in this thread and before end(), when
+                    # the read stopped before its end (closed, or failed).
+                    frames.close()
                 finally:
                     end()
             except BaseException as e:
-                self._error = self._error or e
+                if read_whole and self._error is None:
+                    # Every frame was read: the answer is whole, and a snapshot that failed to
+                    # close is the pool's to recover, not the client's to hear of.
+                    logger.exception("closing a spooled read's snapshot failed after its last frame")
+                else:
+                    self._error = self._error or e
             finally:
                 with self._changed:
                     self._done = True
-                    self._changed.notify_all()
+                    self._wake_reader()
 
-    def _take(self) -> list[tuple[int, bytes]]:
-        """The next frames once there are some, about TAKE_BYTES at most; none after the last
-        (or once closed)."""
+    def _truncate(self) -> None:
+        """The file all taken: written from its start again, its extent given back (under the lock)."""
+        assert self._file is not None
+        self._file.truncate(0)
+        self._taken = self._written = 0
+        self._spooled.give(self._extent)
+        self._extent = 0
+
+    def _wake_reader(self) -> None:
+        """Under the lock."""
+        if self._wake is not None:
+            try:
+                self._wake()
+            except RuntimeError:  # its event loop closed: no reader left to wake
+                self._wake = None
+
+    def _take(self) -> tuple[list[_Taken], bool] | None:
+        """Without waiting: the frames in memory, about TAKE_BYTES at most, and whether the file
+        has frames to take next; None after the last frame. Raises what the read raised, after
+        the frames before it, or SpoolStopped once stopped."""
         with self._changed:
-            while not self._memory and self._taken == self._written and not self._done and not self._stopped:
-                self._changed.wait()
-            taken: list[tuple[int, bytes]] = []
+            if self._stopped:
+                raise SpoolStopped
+            taken: list[_Taken] = []
             size = 0
-            while not self._stopped and size < TAKE_BYTES:
-                if self._memory:
-                    meta, data = self._memory.popleft()
-                    self._memory_bytes -= len(data)
-                elif self._taken < self._written:
-                    assert self._file is not None
-                    self._file.seek(self._taken)
-                    length, meta = _HEADER.unpack(self._file.read(_HEADER.size))
-                    data = self._file.read(length)
-                    self._taken = self._file.tell()
-                    self._on_file -= _HEADER.size + length
-                    self._files.give(_HEADER.size + length)
-                    if self._taken == self._written:  # all taken: the file is written from its start again
-                        self._taken = self._written = 0
-                else:
-                    break
-                taken.append((meta, data))
+            while self._memory and size < TAKE_BYTES:
+                meta, data = self._memory.popleft()
+                self._memory_bytes -= len(data)
+                taken.append((meta, data, len(data)))
                 size += len(data)
-            if not taken and not self._stopped and self._error is not None:
+            on_file = self._taken < self._written
+            if taken or on_file or not self._done:
+                return taken, on_file
+            if self._error is not None:
                 raise self._error
+            return None
+
+    def _take_file(self) -> list[_Taken]:
+        """The file's next frames, about TAKE_BYTES at most: a quick read, in a worker thread."""
+        with self._changed:
+            taken: list[_Taken] = []
+            size = 0
+            while not self._stopped and self._taken < self._written and size < TAKE_BYTES:
+                assert self._file is not None
+                self._file.seek(self._taken)
+                length, meta = _HEADER.unpack(self._file.read(_HEADER.size))
+                data = self._file.read(length)
+                self._taken = self._file.tell()
+                taken.append((meta, data, 0))
+                size += len(data)
+            if self._taken == self._written:
+                self._spooled.wake()  # a filler waiting for room may truncate the file now
             return taken
 
+    def _sent(self, n: int) -> None:
+        if n:
+            with self._changed:
+                n = min(n, self._unsent)  # after close(), which gave everything back: nothing
+                self._unsent -= n
+                self._spooled.give(n)
+
     async def read(self) -> AsyncIterator[tuple[int, bytes]]:
-        """The frames in order, as soon as they are written (taken in a worker thread: they may
-        be in the file). Raises what the read raised, after the frames before it."""
-        # abandon_on_cancel: a reader cancelled (its client gone) does not wait for the next
-        # frame; the thread left waiting ends with the read, or at close().
-        while frames := await to_thread.run_sync(self._take, abandon_on_cancel=True):
-            for frame in frames:
-                yield frame
+        """The frames in order, as soon as they are written. Raises what the read raised, after
+        the frames before it; SpoolStopped once stopped before its end."""
+        loop = asyncio.get_running_loop()
+        woken = asyncio.Event()
+        with self._changed:
+            self._wake = lambda: loop.call_soon_threadsafe(woken.set)
+        try:
+            while True:
+                # Cleared before looking, under the lock: a frame written after the look sets it.
+                woken.clear()
+                took = self._take()
+                if took is None:
+                    return
+                frames, on_file = took
+                if not frames and on_file:
+                    frames = await to_thread.run_sync(self._take_file)
+                if not frames:
+                    await woken.wait()
+                    continue
+                for meta, data, held in frames:
+                    yield meta, data
+                    self._sent(held)  # taken by the consumer: out of this spool's memory
+                    if self._stopped:  # not another frame, even of those taken already
+                        raise SpoolStopped
+        finally:
+            with self._changed:
+                self._wake = None
+
+    def stop(self) -> None:
+        """Stop the read after its current frame, without waiting (its reader, if any, raises
+        SpoolStopped); close() must still follow."""
+        with self._changed:
+            self._stopped = True
+            self._wake_reader()
+        self._spooled.wake()
 
     async def close(self) -> None:
         """Stop the read, wait for its end (a frame's read at most: the snapshot is closed
-        then), and delete the spool; even when the caller is being cancelled."""
-        with self._changed:
-            self._stopped = True
-            self._changed.notify_all()
+        then), and delete the spool, giving back all it holds; even when the caller is being
+        cancelled."""
+        self.stop()
         with CancelScope(shield=True):
             await to_thread.run_sync(self._thread.join)
         with self._changed:
             self._memory.clear()
-            self._files.give(self._on_file)
-            self._on_file = 0
+            self._spooled.give(self._unsent + self._extent)
+            self._unsent = self._extent = 0
             if self._file is not None:
                 self._file.close()
+                self._file = None

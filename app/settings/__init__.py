@@ -200,9 +200,9 @@ class Settings(KafkaSettings):
     fetch_max_bytes_limit: int = Field(default=57_671_680, ge=1)
     fetch_max_partition_bytes_default: int = Field(default=1_048_576, ge=1)
     fetch_max_partition_bytes_limit: int = Field(default=57_671_680, ge=1)
-    # The bytes of large Fetch answers and stream reads that their clients are behind by, on
-    # disk, over the whole process (app.services.spool): past it, a read waits for its client
-    # holding its database connection.
+    # The bytes spooled, in memory and on disk, over the process (app.services.spool): large
+    # Fetch answers and stream reads that their clients are behind by. Past it, a read waits for
+    # its client holding its database connection.
     fetch_spool_max_bytes: int = Field(default=1 << 30, ge=1)
     # SQLite's busy_timeout pragma is a C int: past 2^31-1 SQLite reads it as 0, no wait at all.
     sqlite_busy_timeout_ms: int = Field(default=30_000, ge=0, le=2**31 - 1)

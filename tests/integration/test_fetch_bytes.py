@@ -212,7 +212,7 @@ def test_an_answer_spooled_one_frame_at_a_time_within_the_spool_bound_is_the_sam
         monkeypatch.setattr(fetch_answer, "CHUNK_BYTES", 40)
         monkeypatch.setattr(spool, "SPOOL_MEMORY_BYTES", 0)  # every frame through the file
         streamed = _get(client, "t", max_bytes=10_000)
-        files = client.app.state.services.long_poll.spool_files  # type: ignore[attr-defined]
+        files = client.app.state.services.long_poll.spool_bytes  # type: ignore[attr-defined]
 
     assert (files.max_bytes, files.used) == (1, 0)
     assert streamed.headers.get("content-length") is None and streamed.content == built.content

@@ -12,7 +12,7 @@ from typing import Any
 from app.domain.types import IsolationLevel
 from app.services.fetch_answer import FetchAnswer, PartitionFetch
 from app.services.long_poll import LongPoll
-from app.services.spool import SpoolFiles
+from app.services.spool import SpoolBytes
 from app.services.waiting import WaitingRequests
 from app.storage.changes import LogChanges
 from app.domain.read import FetchResult, StoredRecord
@@ -54,7 +54,7 @@ async def started() -> tuple[LogChanges, FakeLog, LongPoll]:
     changes = LogChanges("sqlite:///:memory:")  # no other process to listen to: no thread at work
     changes.start(asyncio.get_running_loop())
     fake = FakeLog()
-    return changes, fake, LongPoll(fake, changes, 30_000, WaitingRequests(100, 100), SpoolFiles(1 << 30))  # type: ignore[arg-type]
+    return changes, fake, LongPoll(fake, changes, 30_000, WaitingRequests(100, 100), SpoolBytes(1 << 30))  # type: ignore[arg-type]
 
 
 async def until(condition: Any) -> None:

@@ -87,7 +87,7 @@ async def fetch_partitions(body: Annotated[MultiFetchRequest, json_body(MultiFet
         else:
             parts.append(orjson.dumps(item))
     parts.append(b"]}")
-    return StreamedAnswer(answer, parts, body.isolation, services.long_poll.spool_files)
+    return StreamedAnswer(answer, parts, body.isolation, services.long_poll.spool_bytes)
 
 
 def _error(topic: str, partition: int, error: Any) -> dict[str, Any]:

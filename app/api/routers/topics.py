@@ -250,7 +250,7 @@ async def fetch_records(
             await close(answer)
             raise w.error
         return StreamedAnswer(answer, partition_stream_parts(topic, w, isolation), isolation,
-                              services.long_poll.spool_files)
+                              services.long_poll.spool_bytes)
     assert w.result is not None
     body = partition_json(topic, partition, w.result, isolation)
     return Response(orjson.dumps(body), media_type="application/json")
