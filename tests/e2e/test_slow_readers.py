@@ -129,14 +129,12 @@ def test_clients_that_do_not_read_large_answers_hold_no_database_connection(
     readers = [unread(server, requests[i % len(requests)]) for i in range(READERS)]
     try:
         # Each answer is read into its spool, past its memory, and waits there for its client.
-        until(lambda: spool_files(server, spool_dir) == READERS, 20)
-        started = time.monotonic()
+        assert until(lambda: spool_files(server, spool_dir) == READERS, 20), spool_files(server, spool_dir)
+        # Before: the readers held every connection, and this waited for the pool's 30 s, past
+        # the client's 20 s. Not timed more closely: a loaded machine's answer may take seconds.
         with server.client(timeout=20) as c:
             page = ok(c.get("/v1/topics/big/partitions/0/records", params={"offset": 1, "max_bytes": 1}))
-            answered = time.monotonic() - started
         assert [(r["offset"], r["value"]) for r in page["records"]] == [(1, value(1, chars))]
-        # Before: the readers held every connection, and this waited for the pool's 30 s.
-        assert answered < 5, answered
         assert until(lambda: held_snapshots(launcher.backend) == 0, 10), held_snapshots(launcher.backend)
         assert spool_files(server, spool_dir) == READERS
     finally:
