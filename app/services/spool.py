@@ -259,7 +259,9 @@ class Spool:
             self._wake = lambda: loop.call_soon_threadsafe(woken.set)
         try:
             while True:
-                # Cleared before looking, under the lock: a frame written after the look sets it.
+                # Cleared on the loop before _take looks (under its lock): a frame written after
+                # that look schedules woken.set on the loop, which runs after this clear, so the
+                # wait below cannot miss it.
                 woken.clear()
                 took = self._take()
                 if took is None:
