@@ -129,3 +129,22 @@ def test_a_groups_lag_counts_what_a_read_committed_fetch_from_its_offset_gives_p
     assert [lag["lag"] for lag in lags] == fetched
     assert [value(gauges, "outbox_group_lag", group=f"g{at}", topic="out", partition="0") for at in range(7)] == fetched
     assert {lag["high_watermark"] for lag in lags} == ({1} if database.dialect == "postgresql" else {6})
+
+
+def test_metrics_export_the_high_watermark_beside_the_log_end(client, database) -> None:  # type: ignore[no-untyped-def]
+    """x (offset 0), then an Ongoing transaction of a "commit" producer (1-3): on PostgreSQL the
+    high watermark (what `outbox groups lag` shows as LOG-END-OFFSET) stays at 1 while the log
+    end is 4, and each gauge is what describe answers."""
+    create_topic(client, "out", 1)
+    assert send(client, [batch("out", 0, ["x"])]).status_code == 200
+    p = init_producer(client, "relaxed", transaction_version=2, durability="commit")
+    assert send(client, [batch("out", 0, ["a", "b", "c"], 0)], p, "relaxed").status_code == 200
+
+    (described,) = client.get("/v1/topics/out").json()["partitions"]
+    gauges = scrape(client)
+
+    assert (value(gauges, "outbox_partition_high_watermark", topic="out", partition="0"),
+            value(gauges, "outbox_partition_log_end_offset", topic="out", partition="0")) == (
+        (described["high_watermark"], described["log_end_offset"]))
+    assert (described["high_watermark"], described["log_end_offset"]) == (
+        (1, 4) if database.dialect == "postgresql" else (4, 4))

@@ -158,6 +158,7 @@ def test_partition_gauges_are_what_describe_answers(client) -> None:  # type: ig
     scraped = scrape(client)
     for name, field in (("outbox_partition_log_start_offset", "log_start_offset"),
                         ("outbox_partition_log_end_offset", "log_end_offset"),
+                        ("outbox_partition_high_watermark", "high_watermark"),
                         ("outbox_partition_last_stable_offset", "last_stable_offset"),
                         ("outbox_partition_records", "record_count"),
                         ("outbox_partition_bytes", "size_bytes")):
@@ -269,7 +270,7 @@ def test_partition_series_past_the_maximum_are_left_out_and_counted(settings, cl
     # The first partitions by topic name and partition.
     assert [(p.topic, p.info.partition) for p in reading.partitions] == [("orders", 0), ("orders", 1), ("refunds", 0)]
     for name in ("outbox_partition_log_start_offset", "outbox_partition_log_end_offset",
-                 "outbox_partition_last_stable_offset", "outbox_partition_records", "outbox_partition_bytes"):
+                 "outbox_partition_high_watermark", "outbox_partition_last_stable_offset", "outbox_partition_records", "outbox_partition_bytes"):
         assert sorted((dict(key)["topic"], dict(key)["partition"]) for (n, key) in scraped if n == name) == [
             ("orders", "0"), ("orders", "1"), ("refunds", "0")], name
     assert scraped[("outbox_partition_series_left_out", frozenset())] == 1

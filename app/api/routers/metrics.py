@@ -90,8 +90,12 @@ def transaction_gauges(reading: GaugeReading, now_ms: int) -> Iterator[Metric]:
 _PARTITION_GAUGES = (
     ("outbox_partition_log_start_offset", "The partition's log start offset: the first offset a reader may ask for.",
      "log_start_offset"),
-    ("outbox_partition_log_end_offset", "The partition's log end offset (high watermark): the next offset to be written.",
+    ("outbox_partition_log_end_offset", "The partition's log end offset: the next offset to be written.",
      "log_end_offset"),
+    # Below the log end while a transaction with durability "commit" has Sends not yet durable;
+    # the lag table's LOG-END-OFFSET column (Kafka's tool's name) shows this one.
+    ("outbox_partition_high_watermark", "The partition's high watermark: how far a reader may read or be "
+     "placed (the log end, but for a transaction whose Sends are not durable yet).", "high_watermark"),
     ("outbox_partition_last_stable_offset", "The partition's last stable offset: the first offset of its oldest "
      "open transaction, else the log end. read_committed readers see nothing at or past it.", "last_stable_offset"),
     ("outbox_partition_records", "Data records stored in the partition (control markers not counted).",
