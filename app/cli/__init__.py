@@ -268,13 +268,13 @@ def _explain(exc: Exception) -> tuple[str, int]:
 
     from app.domain.errors import OutboxError, StorageUnavailable
     from app.storage.backup import BackupRefused
-    from app.storage.migrate import NoSuchRevision, SchemaMismatch, StepRefused
+    from app.storage.migrate import DowngradeNotAsked, NoSuchRevision, SchemaMismatch, StepRefused
 
     if isinstance(exc, CommandError):
         return str(exc), exc.exit_status
     if isinstance(exc, ValidationError) and exc.title in (Settings.__name__, LogSettings.__name__):
         return _settings_problems(exc), EXIT_USAGE
-    if isinstance(exc, NoSuchRevision):
+    if isinstance(exc, (NoSuchRevision, DowngradeNotAsked)):
         return str(exc), EXIT_USAGE
     if isinstance(exc, (SchemaMismatch, StepRefused, BackupRefused)):
         return str(exc), EXIT_FAILURE

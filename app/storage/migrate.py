@@ -42,6 +42,11 @@ class NoSuchRevision(SchemaMismatch):
     """The revision asked for is none of the code's: a mistake in the request, not in the database."""
 
 
+class DowngradeNotAsked(SchemaMismatch):
+    """The revision asked for is older than the database's, and the request did not allow a
+    downgrade: a mistake in the request (exit status 2, as NoSuchRevision), nothing changed."""
+
+
 @dataclass(frozen=True, slots=True)
 class Step:
     """One migration applied: from `source` to `destination` (None: no schema)."""
@@ -121,7 +126,7 @@ def migrate_to(database_url: str, revision: str = "head", *, allow_downgrade: bo
             if target is not None and (current is None or _is_ancestor(current, target)):
                 return _run(command.upgrade, database_url, target, on_step, sqlite_busy_timeout_ms, lock_held=True)
             if not allow_downgrade:
-                raise SchemaMismatch(
+                raise DowngradeNotAsked(
                     f"the database is at {current}, newer than {target or 'base'}: moving it there is a "
                     f"downgrade, which drops what the later migrations added; add --downgrade to do it"
                 )

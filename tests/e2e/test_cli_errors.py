@@ -478,7 +478,7 @@ def test_migrate_reports_each_migration_it_applied_and_nothing_from_alembic(empt
 
 
 def test_migrate_to_an_older_revision_refuses_without_downgrade(migrated: str, cli: Run) -> None:
-    line = one_error_line(cli(migrated, "migrate", PREVIOUS), 1)
+    line = one_error_line(cli(migrated, "migrate", PREVIOUS), 2)  # a mistake in the command line
     assert line.startswith(f"the database is at {HEAD}, newer than {PREVIOUS}: moving it there is a downgrade")
     assert revision(migrated) == HEAD
 
