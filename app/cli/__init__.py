@@ -62,6 +62,10 @@ class _Parser(argparse.ArgumentParser):
     def parse_args(self, args=None, namespace=None):  # type: ignore[no-untyped-def]
         parsed, unknown = self.parse_known_args(args, namespace)
         help_of = vars(parsed).pop(_HELP_OF, self.prog)
+        forms = {flag: vars(parsed).pop(_OutputForm.given(flag)) for flag in _OutputForm.FLAGS
+                 if hasattr(parsed, _OutputForm.given(flag))}
+        if len(forms) > 1:
+            raise CommandError(f"{' and '.join(forms)}: give one of them (see `{forms['--json']} --help`)", EXIT_USAGE)
         if unknown:
             # The help of the subcommand that did not know them, where their syntax is:
             # `outbox topics alter --config …` pointed at `outbox --help`.
@@ -128,6 +132,24 @@ def _shown_arguments(unknown: list[str]) -> str:
     return " ".join(shown)
 
 
+class _OutputForm(argparse.Action):
+    """--json or --table: sets `output`, and notes the flag under an attribute of its own, so
+    that `_Parser.parse_args` refuses both given, which would otherwise keep the last silently."""
+
+    FLAGS = ("--json", "--table")
+
+    def __init__(self, option_strings, dest, const=None, default=None, help=None):  # type: ignore[no-untyped-def]
+        super().__init__(option_strings, dest, nargs=0, const=const, default=default, help=help)
+
+    @staticmethod
+    def given(flag: str) -> str:
+        return f"_given{flag.replace('-', '_')}"
+
+    def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[no-untyped-def]
+        setattr(namespace, self.dest, self.const)
+        setattr(namespace, self.given(option_string), parser.prog)  # whose --help to point at
+
+
 def build_parser() -> argparse.ArgumentParser:
     # -v is accepted after the subcommand too (`outbox transactions list -v`); SUPPRESS leaves
     # the top-level value alone when a subcommand's flag is absent.
@@ -136,10 +158,10 @@ def build_parser() -> argparse.ArgumentParser:
                          help="on an error, print the traceback too")
     # --json and --table after the subcommand too (`outbox --url U topics list --json`).
     output = argparse.ArgumentParser(add_help=False, parents=[verbose])
-    output.add_argument("--json", dest="output", action="store_const", const="json", default=argparse.SUPPRESS,
+    output.add_argument("--json", dest="output", action=_OutputForm, const="json", default=argparse.SUPPRESS,
                         help="print the HTTP API's answer as one line of JSON (the default when stdout is not "
                         "a terminal)")
-    output.add_argument("--table", dest="output", action="store_const", const="table", default=argparse.SUPPRESS,
+    output.add_argument("--table", dest="output", action=_OutputForm, const="table", default=argparse.SUPPRESS,
                         help="print a table (the default on a terminal)")
     # --url and the key flags after the subcommand too (`outbox topics list --url U`), as a
     # newcomer writes them after --table.
