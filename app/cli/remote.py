@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import re
+import ssl
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -168,7 +169,8 @@ class Remote:
                     # refused connection, and --timeout is what the operator can change.
                     raise CommandError(f"the service at {self.where} did not answer within {self.timeout_s:g}s "
                                        "(--timeout)") from None
-                raise CommandError(f"cannot reach the service at {self.where} (--url, OUTBOX_URL): {e.message}") from None
+                raise CommandError(f"cannot reach the service at {self.where} (--url, OUTBOX_URL): {e.message}"
+                                   f"{_plain_http_hint(e, self.url)}") from None
             status = EXIT_AUTH if e.status in AUTH_STATUSES else EXIT_FAILURE
             line = f"{e.error_code}: {e.message}"
             if e.status == 401 and self.keyless:
@@ -186,6 +188,20 @@ class Remote:
 
 
 _NOT_OUTBOX = "is --url the outbox service's address, e.g. http://127.0.0.1:8000 (no path)?"
+
+
+def _plain_http_hint(e: BaseException, url: str) -> str:
+    """A TLS handshake answered with something that is not TLS (OpenSSL's WRONG_VERSION_NUMBER)
+    is most often an https:// URL for a service that serves plain HTTP (no OUTBOX_TLS_CERT_FILE):
+    OpenSSL's words alone do not say so."""
+    if not url.lower().startswith("https://"):
+        return ""
+    cause: BaseException | None = e
+    while cause is not None:
+        if isinstance(cause, ssl.SSLError) and cause.reason == "WRONG_VERSION_NUMBER":
+            return f"; the service may serve plain HTTP: try http://{url[len('https://'):]}"
+        cause = cause.__cause__ or cause.__context__
+    return ""
 
 
 def _foreign(status: int | None) -> str:

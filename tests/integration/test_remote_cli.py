@@ -626,6 +626,17 @@ def test_an_unreachable_service_is_one_line_and_exit_status_1(outbox) -> None:  
     assert done.err == f"outbox: error: cannot reach the service at http://127.0.0.1:{port} (--url, OUTBOX_URL): [Errno 111] Connection refused\n"
 
 
+def test_an_https_url_for_a_plain_http_service_says_to_try_http(outbox) -> None:  # type: ignore[no-untyped-def]
+    with stand_in_http_server(lambda path: (200, "application/json", b"[]")) as url:
+        address = url.removeprefix("http://")
+
+        done = outbox("--url", f"https://{address}", "topics", "list")
+
+    assert (done.status, done.out) == (EXIT_FAILURE, "")
+    assert done.err.startswith(f"outbox: error: cannot reach the service at https://{address} (--url, OUTBOX_URL): ")
+    assert done.err.endswith(f"; the service may serve plain HTTP: try http://{address}\n")
+
+
 @pytest.mark.parametrize("setting", [("OUTBOX_DATABASE_URL", "mysql://shop@db/shop"),
                                      ("OUTBOX_DB_POOL_PRE_PING", "true"),
                                      ("OUTBOX_MAX_PARTITIONS_PER_TOPIC", "many")], ids=lambda s: s[0])
