@@ -397,3 +397,32 @@ def test_the_group_metadata_bound_left_unset_is_a_lower_frame_limit_and_not_coun
     assert settings.kafka_group_max_metadata_bytes == 4096
     assert settings.kafka_settings_without_listener() == [
         "OUTBOX_KAFKA_QUEUED_MAX_REQUEST_BYTES", "OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES"]
+
+
+def accepted_range(name: str) -> str | None:
+    """What a bounded setting's README row says it accepts: "Accepted: 1 to 65,535." or
+    "Accepted: at least 1." (the upper bound of a 64-bit integer is not one an operator meets)."""
+    low = high = None
+    for constraint in Settings.model_fields[name].metadata:
+        low = getattr(constraint, "ge", None) if getattr(constraint, "ge", None) is not None else low
+        high = getattr(constraint, "le", None) if getattr(constraint, "le", None) is not None else high
+    if low is None and high is None:
+        return None
+    if high is not None and high >= 2**63 - 1:
+        high = None
+    if high is None:
+        return f"Accepted: at least {low:,}."
+    if low is None:
+        return f"Accepted: at most {high:,}."
+    return f"Accepted: {low:,} to {high:,}."
+
+
+README_ROWS = {m.group(1): m.group(0) for m in re.finditer(r"^\| `(OUTBOX_[A-Z0-9_]+)` \|.*$", README, re.MULTILINE)}
+
+
+@pytest.mark.parametrize("name", sorted(n for n in Settings.model_fields if accepted_range(n)))
+def test_a_bounded_settings_readme_row_says_what_it_accepts(name: str) -> None:
+    # Settings refuses a value out of range at start (exit 2): the row tells the operator first.
+    row = README_ROWS.get(f"OUTBOX_{name.upper()}", "")
+    said = accepted_range(name).removesuffix(".")
+    assert re.search(rf" {re.escape(said)}( \([^)]*\))?\. \|$", row), f"OUTBOX_{name.upper()}: its row should end {said!r}"
