@@ -48,6 +48,7 @@ from uvicorn.importer import import_from_string
 
 from app.api.errors import error_body
 from app.logs import RateLimitedLog
+from app.services.unread import unread_bytes
 from app.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -62,12 +63,14 @@ JOIN_MAX_BYTES = 1 << 16
 
 def protocol_class(settings: Settings) -> type:
     """uvicorn.Config's `http`: its own protocol class (httptools', h11's without httptools),
-    with one write a response, at most OUTBOX_HTTP_MAX_CONNECTIONS connections, a request that
-    does not arrive closed after OUTBOX_HTTP_REQUEST_TIMEOUT_S (httptools' only:
-    uvicorn[standard] brings it), and the client certificate in the scope for mtls."""
+    with one write a response, at most OUTBOX_HTTP_MAX_CONNECTIONS connections, an answer its
+    client stops reading aborted after OUTBOX_HTTP_SEND_TIMEOUT_S, a request that does not
+    arrive closed after OUTBOX_HTTP_REQUEST_TIMEOUT_S (httptools' only: uvicorn[standard]
+    brings it), and the client certificate in the scope for mtls."""
     httptools = importlib.util.find_spec("httptools") is not None
     base = import_from_string(HTTP_PROTOCOLS["httptools" if httptools else "h11"])
     protocol = with_connection_limit(with_one_write(base), settings.http_max_connections)
+    protocol = with_send_timeout(protocol, settings.http_send_timeout_s)
     if httptools:  # its parser's callbacks say where a request begins and ends; h11's differ
         protocol = with_request_timeout(protocol, settings.http_request_timeout_s)
     if "mtls" in settings.authentication_methods:
@@ -115,6 +118,62 @@ def with_connection_limit(protocol_class: type, max_connections: int) -> type:
                 self.transport.close()
 
     return ConnectionLimitProtocol
+
+
+def with_send_timeout(protocol_class: type, timeout_s: float) -> type:
+    """A subclass of uvicorn's HTTP protocol class that aborts a connection whose client has
+    stopped reading its answer (OUTBOX_HTTP_SEND_TIMEOUT_S, app/settings/__init__.py). Once the
+    answer fills the socket's buffers the transport pauses writing, and uvicorn's send waits
+    until it resumes, with no end: a client that sent a request and reads nothing held its
+    connection (of OUTBOX_HTTP_MAX_CONNECTIONS) and, for a large Fetch, its spool file, as long
+    as it kept the socket. One timer a connection, armed when writing pauses and cancelled when
+    it resumes: each time it fires it looks whether the client took any of the answer since
+    (unread_bytes: the transport's buffer and the kernel's send queue, as the Kafka listener
+    does), and waits another `timeout_s` if so, a slow client that keeps reading (a long
+    stream, a large answer over a slow link) never cut; a whole `timeout_s` with nothing taken
+    aborts the connection, which ends the request as when its client goes (connection_lost),
+    its spool deleted. Aborted, not closed: close() would wait to send what the transport
+    holds, which the client does not read. So the client is aborted between `timeout_s` and
+    twice that after it last read."""
+
+    aborted = RateLimitedLog(logger, level=logging.INFO)  # a flood of such clients is not a flood of the log
+
+    class SendTimeoutProtocol(protocol_class):  # type: ignore[misc, valid-type]
+        _send_timer: asyncio.TimerHandle | None = None
+        _unread = 0  # the bytes the client had not taken when the timer was armed
+
+        def pause_writing(self) -> None:
+            super().pause_writing()
+            if self._send_timer is None:
+                self._arm_send_timer()
+
+        def resume_writing(self) -> None:
+            self._cancel_send_timer()
+            super().resume_writing()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._cancel_send_timer()
+            super().connection_lost(exc)
+
+        def _arm_send_timer(self) -> None:
+            self._unread = unread_bytes(self.transport)
+            self._send_timer = self.loop.call_later(timeout_s, self._send_timer_fired)
+
+        def _cancel_send_timer(self) -> None:
+            if self._send_timer is not None:
+                self._send_timer.cancel()
+                self._send_timer = None
+
+        def _send_timer_fired(self) -> None:
+            self._send_timer = None
+            if unread_bytes(self.transport) < self._unread:  # the client read some: it is slow, not gone
+                self._arm_send_timer()
+                return
+            aborted("aborting the HTTP connection from %s: its client has taken nothing of the answer for %g s "
+                    "(OUTBOX_HTTP_SEND_TIMEOUT_S)", _peer(self.client), timeout_s)
+            self.transport.abort()
+
+    return SendTimeoutProtocol
 
 
 def with_request_timeout(protocol_class: type, timeout_s: float) -> type:

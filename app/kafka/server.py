@@ -22,14 +22,11 @@ when OUTBOX_TLS_CERT_FILE is set) and every request is held to its ACLs: app.kaf
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import inspect
 import logging
 import socket
 import ssl
 import struct
-import sys
-import termios
 import time
 from typing import Any
 
@@ -50,6 +47,7 @@ from app.metrics import (
     KAFKA_REQUESTS,
 )
 from app.services.byte_budget import ByteBudget
+from app.services.unread import unread_bytes
 
 logger = logging.getLogger("app.kafka")
 access_log = logging.getLogger(ACCESS_LOGGER)
@@ -73,7 +71,6 @@ def _tls_hint(head: bytes) -> str:
     return ""
 
 
-_INT_ZERO = bytes(4)  # the ioctl's int, filled in by the kernel
 # The largest frame read and answered on the event loop: about 11 ms at the slowest measured
 # (2.8 s a MB, a Metadata v0 of one-letter topic names, read and written), where a thread's hop
 # took 93 µs (asyncio.to_thread of nothing, load 8 on 2 cores). Typical frames are smaller (a
@@ -491,30 +488,14 @@ async def _drained(writer: asyncio.StreamWriter, idle_s: float) -> bool:
     slow reader that keeps reading is never closed."""
     transport = writer.transport
     while True:
-        before = _unread(transport)
+        before = unread_bytes(transport)
         try:
             async with asyncio.timeout(idle_s):
                 await writer.drain()
             return True
         except TimeoutError:
-            if _unread(transport) >= before:
+            if unread_bytes(transport) >= before:
                 return False
-
-
-def _unread(transport: asyncio.BaseTransport) -> int:
-    """The bytes written to the connection that its client has not taken yet: the transport's
-    buffer and, on Linux, the kernel's send queue. The transport's buffer alone moves only when
-    the kernel wakes it to write, after the client has read about a third of the socket's send
-    buffer (megabytes): a consumer reading steadily but slowly looked idle and was closed."""
-    size = transport.get_write_buffer_size()  # type: ignore[attr-defined]
-    sock = transport.get_extra_info("socket")
-    if sock is None:
-        return size
-    try:
-        queued = fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, _INT_ZERO)
-    except (OSError, ValueError, AttributeError):  # not Linux, or the socket already gone
-        return size
-    return size + int.from_bytes(queued, sys.byteorder, signed=True)
 
 
 def _gone(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:

@@ -80,6 +80,16 @@ class Settings(KafkaSettings):
     # begins then, reading not yet paused, must still be whole within this many seconds of its
     # first byte.
     http_request_timeout_s: int = Field(default=30, ge=1)
+    # How long `outbox serve` waits for a client that has stopped reading its answer: once the
+    # answer fills the connection's buffers, the send waits for the client; a whole interval of
+    # this many seconds in which the client took none of it aborts the connection, and the
+    # request ends as when its client goes, giving back its connection slot
+    # (OUTBOX_HTTP_MAX_CONNECTIONS) and a large Fetch's spool file. Without it such a client
+    # held all three for good. Any byte the client takes starts the interval again, so a
+    # slow client that keeps reading (a long stream, a large answer over a slow link) is never
+    # cut: it is the silence that is bounded, as the Kafka listener's
+    # OUTBOX_KAFKA_CONNECTIONS_MAX_IDLE_MS bounds an answer left unread.
+    http_send_timeout_s: int = Field(default=60, ge=1)
     # The most HTTP connections `outbox serve` holds open at once (each of its listeners: the
     # API's, the coordinator metrics'), as OUTBOX_KAFKA_MAX_CONNECTIONS for the Kafka door: past
     # it a new connection is closed as it is accepted, so that a flood of connections runs out

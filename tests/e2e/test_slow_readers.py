@@ -2,7 +2,9 @@
 (GET or POST) or a stream's large read is read to its end into a spool and its snapshot closed,
 whatever the client's pace, so more such clients than the pool has connections leave the service
 answering everyone else at once, with no read transaction left open; the spool files are
-deleted once the answer is sent or its client gone."""
+deleted once the answer is sent or its client gone. A client that reads none of its answer for
+OUTBOX_HTTP_SEND_TIMEOUT_S is gone too: its connection is aborted; one that reads slowly but
+steadily gets its whole answer."""
 
 from __future__ import annotations
 
@@ -162,3 +164,128 @@ def test_a_large_fetch_read_to_its_end_is_the_whole_answer_and_leaves_no_spool(
         assert (answer["next_offset"], answer["high_watermark"]) == (FETCH_RECORDS, FETCH_RECORDS)
     assert until(lambda: spool_files(server, spool_dir) == 0, 10), spool_files(server, spool_dir)
     assert held_snapshots(launcher.backend) == 0
+
+
+SEND_TIMEOUT_S = 2
+
+
+def held_by_server(server: ServiceProcess, client: socket.socket) -> bool:
+    """Whether the server process holds its end of `client`'s connection: the kernel's socket
+    of it has an inode, which a socket closed by its process (left to the kernel to send what
+    it holds, FIN_WAIT) or not yet accepted does not (Linux's /proc/net/tcp)."""
+    ports = (server.port, client.getsockname()[1])
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if (int(fields[1].rsplit(":", 1)[1], 16), int(fields[2].rsplit(":", 1)[1], 16)) == ports:
+            return fields[9] != "0"
+    return False
+
+
+def read_to_the_end(s: socket.socket) -> int:
+    """The bytes left to read on `s` before it ends (EOF, or reset)."""
+    s.settimeout(30)
+    count = 0
+    try:
+        while chunk := s.recv(1 << 16):
+            count += len(chunk)
+    except ConnectionResetError:
+        pass
+    return count
+
+
+def test_clients_that_read_none_of_a_large_answer_are_aborted_after_the_send_timeout(
+        launcher: Launcher, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # Before: each held its connection, its spool file and its socket for as long as it kept
+    # the socket open.
+    spool_dir = tmp_path / "spool"
+    spool_dir.mkdir()
+    monkeypatch.setenv("TMPDIR", str(spool_dir))
+    server = launcher.server(http_send_timeout_s=SEND_TIMEOUT_S, http_max_connections=READERS + 1)
+    fill(server, FETCH_RECORDS, FETCH_VALUE_CHARS)
+    readers = [unread(server, FETCH_REQUESTS[i % len(FETCH_REQUESTS)]) for i in range(READERS)]
+    try:
+        # Each is answered (its connection accepted and held), then let go of by the server.
+        # Not timed: the bound is an interval with nothing read, which a loaded machine stretches.
+        seen, released = set(), set()
+
+        def all_released() -> bool:
+            for i, s in enumerate(readers):
+                if held_by_server(server, s):
+                    seen.add(i)
+                elif i in seen:
+                    released.add(i)
+            return len(released) == READERS
+
+        assert until(all_released, 60), (seen, released)
+        assert until(lambda: spool_files(server, spool_dir) == 0, 10), spool_files(server, spool_dir)
+        assert until(lambda: held_snapshots(launcher.backend) == 0, 10), held_snapshots(launcher.backend)
+        # What the kernel had of the answer, then the end: never the whole answer.
+        for s in readers:
+            assert read_to_the_end(s) < FETCH_RECORDS * FETCH_VALUE_CHARS
+    finally:
+        for s in readers:
+            s.close()
+    # Their connections are free again: as many as the bound allows are answered at once.
+    address = ("127.0.0.1", server.port or 0)
+    probes = [socket.create_connection(address, timeout=20) for _ in range(READERS + 1)]
+    try:
+        for s in probes:
+            s.sendall(get("/healthz"))
+        for s in probes:
+            assert s.recv(1 << 16).startswith(b"HTTP/1.1 200"), "a connection past the bound was refused"
+    finally:
+        for s in probes:
+            s.close()
+    assert "OUTBOX_HTTP_SEND_TIMEOUT_S" in server.log_text()
+
+
+def test_a_client_that_reads_slowly_but_steadily_gets_its_whole_answer(
+        launcher: Launcher, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # 64 KiB every quarter of a second: about 256 KiB/s, the answer's 4.4 MB taking some 17 s.
+    # Past the socket's buffers (about 3 MB on loopback), writing pauses for as long as a 1 MiB
+    # chunk of the service's takes to go, 4 s at this pace, twice the timeout: the client is
+    # not cut for reading slowly, only for not reading.
+    server = launcher.server(http_send_timeout_s=SEND_TIMEOUT_S)
+    records = 11
+    fill(server, records, FETCH_VALUE_CHARS)
+    path = f"/v1/topics/big/partitions/0/records?max_bytes={ALL}"
+    with server.client(timeout=60) as c:
+        whole = c.get(path)
+    assert whole.status_code == 200
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.settimeout(30)
+    s.connect(("127.0.0.1", server.port or 0))
+    data = bytearray()
+    try:
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: outbox\r\nConnection: close\r\n\r\n".encode())
+        while True:
+            time.sleep(0.25)
+            piece = len(data) + (64 << 10)
+            while len(data) < piece and (chunk := s.recv(piece - len(data))):
+                data += chunk
+            if len(data) < piece:  # the end: the service closes the connection after the answer
+                break
+    finally:
+        s.close()
+    head, _, body = bytes(data).partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), head
+    assert b"transfer-encoding: chunked" in head.lower() or b"content-length" in head.lower(), head
+    if b"transfer-encoding: chunked" in head.lower():
+        assert body[-7:] == b"\r\n0\r\n\r\n", f"the answer was cut after {len(body)} bytes"
+        body = unchunked(body)
+    assert body == whole.content
+    assert [r["offset"] for r in json.loads(body)["records"]] == list(range(records))
+    assert "OUTBOX_HTTP_SEND_TIMEOUT_S" not in server.log_text()
+
+
+def unchunked(body: bytes) -> bytes:
+    """A chunked body's bytes."""
+    out = bytearray()
+    while True:
+        size_line, _, rest = body.partition(b"\r\n")
+        size = int(size_line.split(b";")[0], 16)
+        if size == 0:
+            return bytes(out)
+        out += rest[:size]
+        body = rest[size + 2:]

@@ -22,7 +22,7 @@ from uvicorn.importer import import_from_string
 from uvicorn.server import ServerState
 
 from app.api.http_protocol import (JOIN_MAX_BYTES, HeldHeadTransport, protocol_class, with_connection_limit,
-                                   with_one_write, with_request_timeout)
+                                   with_one_write, with_request_timeout, with_send_timeout)
 from app.settings import Settings
 
 REQUEST = b"GET /x HTTP/1.1\r\nHost: t\r\n\r\n"
@@ -464,3 +464,94 @@ def test_requests_pipelined_behind_a_long_answer_are_not_the_clients_delay() -> 
     protocol = with_request_timeout(with_one_write(base), TIMEOUT_S)
     closed, writes = fed(protocol, streams_on, [REQUEST + REQUEST + b"GET /y HTTP/1.1\r\nHo"], 20 * TIMEOUT_S)
     assert not closed and writes[0].endswith(b"retry: 1000\n\n\r\n")
+
+
+class SendingTransport(RecordingTransport):
+    """A transport whose buffer holds `unread` bytes its client has not taken (a test lowers it
+    as a reading client would), and that records an abort."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.unread = 1 << 20
+        self.aborted = False
+
+    def get_write_buffer_size(self) -> int:
+        return self.unread
+
+    def abort(self) -> None:
+        self.aborted = self.closed = True
+
+
+def paused(protocol: type, seconds: float, taken_every_s: float | None = None,
+           resumed_after_s: float | None = None) -> list[bool]:
+    """Whether each of three connections answering a stream was aborted after its transport
+    paused writing (the answer past its buffers) for `seconds`, its client taking a byte every
+    `taken_every_s` or none, writing resumed after `resumed_after_s` or never."""
+
+    async def run() -> list[bool]:
+        config = uvicorn.Config(streams_on, lifespan="off", log_level="warning")
+        config.load()
+        connections = []
+        for _ in range(3):
+            served = protocol(config=config, server_state=ServerState(), app_state={})
+            transport = SendingTransport()
+            served.connection_made(transport)
+            served.data_received(REQUEST)
+            connections.append((served, transport))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        for served, _ in connections:
+            served.pause_writing()  # as the transport does past its high-water mark
+        loop = asyncio.get_running_loop()
+        start = taken_at = loop.time()
+        while (now := loop.time()) - start < seconds:
+            for served, transport in connections:
+                if taken_every_s is not None and now - taken_at >= taken_every_s:
+                    transport.unread -= 1
+                if resumed_after_s is not None and now - start >= resumed_after_s and served.flow.write_paused:
+                    served.resume_writing()
+            if taken_every_s is not None and now - taken_at >= taken_every_s:
+                taken_at = now
+            await asyncio.sleep(seconds / 200)
+        seen = [transport.aborted for _, transport in connections]
+        for served, _ in connections:
+            served.connection_lost(None)
+            for task in served.tasks:
+                task.cancel()
+        return seen
+
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("implementation", ["httptools", "h11"])
+def test_an_answer_whose_client_takes_none_of_it_aborts_the_connection(implementation: str) -> None:
+    base = with_one_write(import_from_string(HTTP_PROTOCOLS[implementation]))
+    assert paused(with_send_timeout(base, TIMEOUT_S), 20 * TIMEOUT_S) == [True] * 3
+    assert paused(base, 20 * TIMEOUT_S) == [False] * 3  # uvicorn's own waits for good
+
+
+def test_a_client_that_keeps_taking_its_answer_however_slowly_is_not_aborted() -> None:
+    # Writing stays paused all along (a chunk of a megabyte drains slowly), but each interval
+    # the client took some of it: a slow link, not a client that has stopped reading.
+    protocol = with_send_timeout(with_one_write(import_from_string(HTTP_PROTOCOLS["httptools"])), TIMEOUT_S)
+    assert paused(protocol, 20 * TIMEOUT_S, taken_every_s=TIMEOUT_S / 3) == [False] * 3
+
+
+def test_writing_resumed_before_the_timeout_is_not_aborted() -> None:
+    protocol = with_send_timeout(with_one_write(import_from_string(HTTP_PROTOCOLS["httptools"])), TIMEOUT_S)
+    assert paused(protocol, 20 * TIMEOUT_S, resumed_after_s=TIMEOUT_S / 2) == [False] * 3
+
+
+def test_aborted_connections_are_one_info_line_naming_the_setting(caplog: pytest.LogCaptureFixture) -> None:
+    # A line an abort would let clients that never read flood the log.
+    protocol = with_send_timeout(with_one_write(import_from_string(HTTP_PROTOCOLS["httptools"])), TIMEOUT_S)
+    with caplog.at_level(logging.INFO, "app.api.http_protocol"):
+        assert paused(protocol, 20 * TIMEOUT_S) == [True] * 3
+    assert [(r.levelname, r.getMessage()) for r in caplog.records if "OUTBOX_HTTP_SEND_TIMEOUT_S" in r.getMessage()] == [
+        ("INFO", "aborting the HTTP connection from 127.0.0.1:50000: its client has taken nothing of the answer "
+                 f"for {TIMEOUT_S:g} s (OUTBOX_HTTP_SEND_TIMEOUT_S)")]
+
+
+def test_the_served_protocol_has_the_send_timeout_of_the_settings() -> None:
+    protocol = protocol_class(Settings(http_send_timeout_s=7))
+    assert any(cls.__name__ == "SendTimeoutProtocol" for cls in protocol.__mro__)

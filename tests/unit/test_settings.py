@@ -213,6 +213,13 @@ def test_the_http_body_budget_holds_at_least_one_body_of_the_largest_size() -> N
     assert Settings(max_request_bytes=2_000_000, http_max_queued_body_bytes=2_000_000).http_max_queued_body_bytes == 2_000_000
 
 
+def test_the_http_send_timeout_is_at_least_a_second() -> None:
+    assert Settings().http_send_timeout_s == 60
+    with pytest.raises(ValidationError, match="greater than or equal to 1"):
+        Settings(http_send_timeout_s=0)
+    assert Settings(http_send_timeout_s=1).http_send_timeout_s == 1
+
+
 @pytest.mark.parametrize("name", ["max_waiting_requests", "max_waiting_requests_per_principal"])
 def test_a_bound_on_waiting_requests_is_at_least_one(name: str) -> None:
     with pytest.raises(ValidationError, match="greater than or equal to 1"):
