@@ -151,13 +151,13 @@ def reset_answer(group_id: str, body: dict, service) -> dict:  # type: ignore[no
 def add_commands(command: Command, verbose: argparse.ArgumentParser) -> None:
     from app.domain.offsets import ReadOrder
     from app.domain.topic_config import CONFIG_KEYS
-    from app.domain.transaction import OPEN_STATE_NAMES
-    from app.domain.types import TRANSACTION_LIST_DEFAULT, TRANSACTION_LIST_MAX, TransactionState
+    from app.domain.transaction import OPEN_STATE_NAMES, STORED_STATES
+    from app.domain.types import TRANSACTION_LIST_DEFAULT, TRANSACTION_LIST_MAX
 
     tx = command("transactions", help="operator tools: list, describe, hanging, abort")
     txs = tx.add_subparsers(dest="action", required=True)
     tl = txs.add_parser("list", parents=[verbose], help="transactions, by state and age")
-    tl.add_argument("--state", action="append", choices=[state.value for state in TransactionState],
+    tl.add_argument("--state", action="append", choices=[state.value for state in STORED_STATES],
                     metavar="STATE", help="e.g. Ongoing (repeatable)")
     tl.add_argument("--min-age-ms", type=non_negative, default=None, metavar="MS",
                     help=f"only transactions open ({OPEN_STATE_NAMES}) at least this long")

@@ -86,6 +86,10 @@ IDLE_STATES = frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT})
 # states (idle, Dead) have no transaction in progress; an ended one keeps its start time, but
 # has not been open since.
 OPEN_TRANSACTION_STATES = UNDECIDED_STATES | COMPLETING_STATES
+# Every state a transaction row can hold, in the enum's order: what the outbox_transactions gauge
+# counts and `outbox transactions list --state` names. PrepareEpochFence, never stored, would
+# only ever count 0 and match nothing (the HTTP filter still takes it, as Kafka's ListTransactions does).
+STORED_STATES = tuple(s for s in S if s is not S.PREPARE_EPOCH_FENCE)
 # The names of those a transaction is ever seen in (PrepareEpochFence is never stored), in the
 # enum's order, as messages and the API's descriptions give them.
 OPEN_STATE_NAMES = ", ".join(s.value for s in S if s in UNDECIDED_STATES | STORED_COMPLETING_STATES)

@@ -17,7 +17,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from app.api.deps import ServicesDep
 from app.api.errors import documented
 from app.composition import Services
-from app.domain.types import TransactionState
+from app.domain.transaction import STORED_STATES
 from app.services.gauges import GaugeReading
 from app.services.schema_gate import SchemaGate
 
@@ -60,7 +60,7 @@ def transaction_gauges(reading: GaugeReading, now_ms: int) -> Iterator[Metric]:
     states = GaugeMetricFamily(
         "outbox_transactions", "transactional_ids in each transaction state.", labels=["state"]
     )
-    for state in TransactionState:
+    for state in STORED_STATES:
         states.add_metric([state.value], reading.transactions_by_state.get(state, 0))
     yield states
     yield GaugeMetricFamily(
