@@ -17,6 +17,8 @@ from typing import Any
 from prometheus_client import Counter, Gauge
 
 from app.domain.clock import Clock
+from app.domain.errors import StorageUnavailable
+from app.logs import RateLimitedLog
 from app.services.schema_gate import SchemaGate
 
 logger = logging.getLogger(__name__)
@@ -51,6 +53,10 @@ class Chore:
         self._sleep = sleep
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        # A database that is down, or a pool that is taken, fails every pass the same way, each
+        # interval (5 a second for the coordinator): its traceback says nothing the first line
+        # does not, and a line a pass would bury the log.
+        self._unavailable = RateLimitedLog(logger, level=logging.ERROR)
 
     def _pass(self, now_ms: int) -> Any:
         raise NotImplementedError
@@ -84,6 +90,8 @@ class Chore:
         while not self._stop.is_set():
             try:
                 self.run_once()
+            except StorageUnavailable as e:
+                self._unavailable("%s pass failed: %s: %s", self.name, e.error_code, e.message)
             except Exception:
                 logger.exception("%s pass failed", self.name)
             self._sleep(self._stop, self.interval_s)
