@@ -17,7 +17,7 @@ from app.services.lag_history import LagHistory
 from app.services.log_cleaner import LogCleaner
 from app.services.log_service import LogService
 from app.services.long_poll import LongPoll
-from app.services.spool import SpoolBytes
+from app.services.spool import SpoolBytes, spool_max_waiting
 from app.services.security import SecurityService, SecurityState
 from app.services.topic_service import TopicService
 from app.services.transaction_coordinator import TransactionCoordinator
@@ -74,7 +74,8 @@ class Services:
             # Without the lifespan's LogChanges (a test's services), waits end on time only.
             waiting=waiting,
             long_poll=LongPoll(log, log_changes or LogChanges(settings.database_url), settings.fetch_max_wait_ms,
-                               waiting, SpoolBytes(settings.fetch_spool_max_bytes)),
+                               waiting, SpoolBytes(settings.fetch_spool_max_bytes,
+                                                   spool_max_waiting(settings.db_pool_size))),
             gauges=gauges,
             lag_history=LagHistory(gauges, interval_ms=settings.console_lag_interval_ms,
                                    window_ms=settings.console_history_window_ms,

@@ -155,6 +155,16 @@ class LongPoll:
         finally:
             if place is not None:
                 place.release()
+        if answer.held is not None and self.spool_bytes.crowded():
+            # Its read would be spooled, and the spool is full of what clients have not read:
+            # started, it would wait for its client holding its connection, beside as many
+            # others as may (SpoolBytes.crowded).
+            await close(answer)
+            raise ThrottlingQuotaExceeded(
+                f"{self.spool_bytes.max_waiting} large answers already wait for their clients to read them, the most "
+                "that may (half of OUTBOX_DB_POOL_SIZE), the answers spooled having reached OUTBOX_FETCH_SPOOL_MAX_BYTES: "
+                "retry later, or ask for fewer bytes (max_bytes up to 1 MiB is answered whole)",
+                bound="spool", limit=self.spool_bytes.max_waiting)
         _FETCHED[isolation].inc(got)
         return answer
 

@@ -17,7 +17,8 @@ The bytes spooled, in memory and on disk, over every spool of the process, are b
 (SpoolBytes, OUTBOX_FETCH_SPOOL_MAX_BYTES): each spool is at most a Fetch's bytes, but every
 connection could hold one. Past the bound a read waits for its client, holding its connection,
 as every read did before spools: slow clients then cost connections again, but only once they
-are that far behind all together.
+are that far behind all together, and only half the pool's (SpoolBytes.crowded: a new large
+answer is refused beyond it).
 
 A reader waiting for frames waits on the event loop, never in a worker thread: those are few
 (anyio's 40, shared with the sync routes), and readers waiting on reads that wait on the bound
@@ -38,6 +39,8 @@ from typing import IO
 
 from anyio import CancelScope, to_thread
 
+from app import metrics
+
 logger = logging.getLogger(__name__)
 
 SPOOL_MEMORY_BYTES = 1 << 20
@@ -50,16 +53,30 @@ class SpoolStopped(Exception):
     """A spool's read stopped (Spool.stop) before its end: what was read is not the answer."""
 
 
+def spool_max_waiting(db_pool_size: int) -> int:
+    """SpoolBytes.max_waiting for a process whose pool keeps `db_pool_size` connections: half of
+    them, the other half (and the pool's overflow) left to every other request and chore."""
+    return max(1, db_pool_size // 2)
+
+
 class SpoolBytes:
     """The bound on the bytes spooled, in memory and on disk, over every spool: `take` waits
     while they would pass `max_bytes` (a frame alone always goes, or a frame larger than the
-    bound would wait for ever), until `give_up()`."""
+    bound would wait for ever), until `give_up()`.
+
+    A read waiting here holds its snapshot's connection for its client's pace. `crowded()` says
+    when `max_waiting` reads already do: a new large answer is then refused (LongPoll.fetch)
+    rather than started, so that clients which stop reading (however many, and whoever they
+    are) hold no more connections than that and never the whole pool, which the service's
+    other requests and its chores (the coordinator's timeouts) need."""
 
     WAIT_S = 0.1  # how often a waiting spool looks whether it was closed, or caught up, meanwhile
 
-    def __init__(self, max_bytes: int) -> None:
+    def __init__(self, max_bytes: int, max_waiting: int) -> None:
         self.max_bytes = max_bytes
+        self.max_waiting = max_waiting
         self.used = 0
+        self.waiting = 0  # reads in `take` waiting for room
         self._freed = threading.Condition()
 
     def take(self, n: int, give_up: Callable[[], bool]) -> bool:
@@ -67,17 +84,31 @@ class SpoolBytes:
         if not n:
             return True
         with self._freed:
-            while self.used and self.used + n > self.max_bytes:
-                if give_up():
-                    return False
-                self._freed.wait(self.WAIT_S)
+            if self.used and self.used + n > self.max_bytes:
+                self.waiting += 1
+                metrics.SPOOL_WAITING_READS.inc()
+                try:
+                    while self.used and self.used + n > self.max_bytes:
+                        if give_up():
+                            return False
+                        self._freed.wait(self.WAIT_S)
+                finally:
+                    self.waiting -= 1
+                    metrics.SPOOL_WAITING_READS.dec()
             self.used += n
+            metrics.SPOOLED_BYTES.inc(n)
             return True
+
+    def crowded(self) -> bool:
+        """Whether as many reads as may already wait for room (each holding its connection)."""
+        with self._freed:
+            return self.waiting >= self.max_waiting
 
     def give(self, n: int) -> None:
         if n:
             with self._freed:
                 self.used -= n
+                metrics.SPOOLED_BYTES.dec(n)
                 self._freed.notify_all()
 
     def wake(self) -> None:

@@ -212,7 +212,8 @@ class Settings(KafkaSettings):
     fetch_max_partition_bytes_limit: int = Field(default=57_671_680, ge=1)
     # The bytes spooled, in memory and on disk, over the process (app.services.spool): large
     # Fetch answers and stream reads that their clients are behind by. Past it, a read waits for
-    # its client holding its database connection.
+    # its client holding its database connection; once half of db_pool_size do, a new large
+    # answer is refused (429; app.services.spool.SpoolBytes.crowded).
     fetch_spool_max_bytes: int = Field(default=1 << 30, ge=1)
     # SQLite's busy_timeout pragma is a C int: past 2^31-1 SQLite reads it as 0, no wait at all.
     sqlite_busy_timeout_ms: int = Field(default=30_000, ge=0, le=2**31 - 1)

@@ -109,6 +109,12 @@ def held_snapshots(backend: Backend) -> int:
         conn.close()
 
 
+def spool_waiting_reads(server: ServiceProcess) -> float:
+    with server.client(timeout=10) as c:
+        (line,) = [line for line in c.get("/metrics").text.splitlines() if line.startswith("outbox_spool_waiting_reads ")]
+    return float(line.split()[1])
+
+
 def until(condition: Callable[[], bool], timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
     while not condition():
@@ -145,6 +151,44 @@ def test_clients_that_do_not_read_large_answers_hold_no_database_connection(
     # The clients gone, their answers end and their spools are deleted.
     assert until(lambda: spool_files(server, spool_dir) == 0, 10), spool_files(server, spool_dir)
     assert list(spool_dir.iterdir()) == []  # nothing left by its name either
+
+
+def test_past_the_spool_bound_a_large_answer_is_refused_once_half_the_pool_waits_for_clients(
+        launcher: Launcher, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # Before: every such answer waited for its client holding its connection, until clients
+    # that read nothing held the whole pool and every other request (and chore) waited for it.
+    spool_dir = tmp_path / "spool"
+    spool_dir.mkdir()
+    monkeypatch.setenv("TMPDIR", str(spool_dir))
+    # A pool of 2 lets one read wait for its client; the bound takes one answer (9.6 MB, less
+    # what the sockets' buffers hold) and not three.
+    server = launcher.server(db_pool_size=2, fetch_spool_max_bytes=12_000_000)
+    fill(server, FETCH_RECORDS, FETCH_VALUE_CHARS)
+    readers: list[socket.socket] = []
+    try:
+        # Clients that read nothing, one after the other, until one's read waits for room.
+        while spool_waiting_reads(server) < 1:
+            assert len(readers) < 3, "three answers spooled and none waits for room"
+            readers.append(unread(server, FETCH_REQUESTS[len(readers) % 2]))
+            until(lambda: spool_waiting_reads(server) == 1, 5)
+        # PostgreSQL shows each open snapshot; SQLite's count is of readers a checkpoint
+        # waits for, none while nothing is written.
+        snapshots = 1 if launcher.backend.name == "postgresql" else 0
+        assert held_snapshots(launcher.backend) == snapshots
+        with server.client(timeout=20) as c:
+            refused = c.get("/v1/topics/big/partitions/0/records", params={"max_bytes": ALL})
+            small = ok(c.get("/v1/topics/big/partitions/0/records", params={"offset": 2, "max_bytes": 1}))
+        assert refused.status_code == 429, refused.text
+        assert (refused.json()["error_code"], refused.json()["details"]["bound"]) == (
+            "THROTTLING_QUOTA_EXCEEDED", "spool")
+        assert [r["offset"] for r in small["records"]] == [2]  # an answer built whole is not refused
+        assert held_snapshots(launcher.backend) == snapshots  # the refused one's snapshot closed
+        assert spool_waiting_reads(server) == 1
+    finally:
+        for s in readers:
+            s.close()
+    assert until(lambda: spool_files(server, spool_dir) == 0, 10), spool_files(server, spool_dir)
+    assert spool_waiting_reads(server) == 0
 
 
 def test_a_large_fetch_read_to_its_end_is_the_whole_answer_and_leaves_no_spool(

@@ -455,7 +455,7 @@ def test_a_stream_goes_on_to_the_durable_records_after_that_transaction_without_
     async def scenario() -> list[tuple[list[int], int]]:
         changes = LogChanges("sqlite:///:memory:")
         changes.start(asyncio.get_running_loop())
-        long_poll = LongPoll(services.log, changes, 30_000, WaitingRequests(10, 10), SpoolBytes(1 << 30))
+        long_poll = LongPoll(services.log, changes, 30_000, WaitingRequests(10, 10), SpoolBytes(1 << 30, max_waiting=5))
         stream = await long_poll.open_stream("out", 0, 0, max_records=1, max_bytes=1 << 20, principal="p",
                                              encode=lambda records: orjson.dumps([r.offset for r in records]))
         points = aiter(stream)

@@ -54,7 +54,7 @@ async def started() -> tuple[LogChanges, FakeLog, LongPoll]:
     changes = LogChanges("sqlite:///:memory:")  # no other process to listen to: no thread at work
     changes.start(asyncio.get_running_loop())
     fake = FakeLog()
-    return changes, fake, LongPoll(fake, changes, 30_000, WaitingRequests(100, 100), SpoolBytes(1 << 30))  # type: ignore[arg-type]
+    return changes, fake, LongPoll(fake, changes, 30_000, WaitingRequests(100, 100), SpoolBytes(1 << 30, max_waiting=5))  # type: ignore[arg-type]
 
 
 async def until(condition: Any) -> None:

@@ -50,7 +50,7 @@ def test_the_read_ends_and_the_snapshot_closes_though_nobody_takes_a_frame(spool
 async def _the_read_ends_and_the_snapshot_closes_though_nobody_takes_a_frame(spool_dir: Path) -> None:
     ended = threading.Event()
     closed: list[str] = []
-    spool = Spool(frames(20, 1000, closed), ended.set, SpoolBytes(1 << 30))
+    spool = Spool(frames(20, 1000, closed), ended.set, SpoolBytes(1 << 30, max_waiting=5))
     assert await asyncio.to_thread(ended.wait, 10)
     assert spool_files(spool_dir) == 1  # past its memory: in a file, deleted from the directory
     assert list(spool_dir.iterdir()) == []
@@ -74,7 +74,7 @@ async def _close_stops_the_read_ends_the_snapshot_and_deletes_the_spool(spool_di
         gate.wait(10)
         yield from frames(1_000_000, 1000, closed)
 
-    spool = Spool(slow(), ended.set, SpoolBytes(1 << 30))
+    spool = Spool(slow(), ended.set, SpoolBytes(1 << 30, max_waiting=5))
     reader = spool.read()
     assert await anext(reader) == (0, b"x" * 1000)
     closing = asyncio.ensure_future(spool.close())
@@ -98,7 +98,7 @@ async def _a_cancelled_reader_then_close_leave_nothing(spool_dir: Path) -> None:
         gate.wait(10)
         yield 1, b"y"
 
-    spool = Spool(waiting(), ended.set, SpoolBytes(1 << 30))
+    spool = Spool(waiting(), ended.set, SpoolBytes(1 << 30, max_waiting=5))
 
     async def take() -> list[tuple[int, bytes]]:
         return [frame async for frame in spool.read()]
@@ -125,7 +125,7 @@ async def _a_failed_read_is_raised_after_the_frames_before_it_and_still_ends(spo
         yield 7, b"first"
         raise RuntimeError("connection lost")
 
-    spool = Spool(failing(), ended.set, SpoolBytes(1 << 30))
+    spool = Spool(failing(), ended.set, SpoolBytes(1 << 30, max_waiting=5))
     got = []
     with pytest.raises(RuntimeError, match="connection lost"):
         async for frame in spool.read():
@@ -146,7 +146,7 @@ def test_a_read_past_the_files_bound_waits_for_its_reader_then_ends(spool_dir: P
 
 
 async def _a_read_past_the_files_bound_waits_for_its_reader_then_ends() -> None:
-    files = SpoolBytes(3_000)
+    files = SpoolBytes(3_000, max_waiting=5)
     ended = threading.Event()
     spool = Spool(frames(20, 1000, []), ended.set, files)
     assert not await asyncio.to_thread(ended.wait, 0.5)  # held: two frames are all the bound takes
@@ -163,7 +163,7 @@ def test_spools_share_the_bound_and_a_closed_one_gives_its_bytes_back(spool_dir:
 
 
 async def _spools_share_the_bound_and_a_closed_one_gives_its_bytes_back() -> None:
-    files = SpoolBytes(3_000)
+    files = SpoolBytes(3_000, max_waiting=5)
     first_ended, second_ended = threading.Event(), threading.Event()
     first = Spool(frames(2, 1000, []), first_ended.set, files)
     assert await asyncio.to_thread(first_ended.wait, 10)  # its two frames on file, nobody reading
@@ -176,12 +176,34 @@ async def _spools_share_the_bound_and_a_closed_one_gives_its_bytes_back() -> Non
     assert (got, files.used) == ([(0, bytes([0]) * 1000), (1, bytes([1]) * 1000)], 0)
 
 
+def test_the_bound_is_crowded_once_as_many_reads_as_may_wait_for_room(spool_dir: Path) -> None:
+    asyncio.run(_the_bound_is_crowded_once_as_many_reads_as_may_wait_for_room())
+
+
+async def _the_bound_is_crowded_once_as_many_reads_as_may_wait_for_room() -> None:
+    files = SpoolBytes(3_000, max_waiting=2)
+    first_ended = threading.Event()
+    first = Spool(frames(2, 1000, []), first_ended.set, files)  # fills the bound, nobody reading
+    assert await asyncio.to_thread(first_ended.wait, 10)
+    waiting = [Spool(frames(2, 1000, []), lambda: None, files) for _ in range(2)]
+    for _ in range(200):  # each read's thread reaches its wait
+        if files.waiting == 2:
+            break
+        await asyncio.sleep(0.05)
+    assert (files.waiting, files.crowded()) == (2, True)
+    await waiting[0].close()  # a waiting read closed: one place again
+    assert (files.waiting, files.crowded()) == (1, False)
+    for spool in (first, waiting[1]):
+        await spool.close()
+    assert (files.waiting, files.used) == (0, 0)
+
+
 def test_a_spool_closed_while_it_waits_for_the_bound_ends_its_read(spool_dir: Path) -> None:
     asyncio.run(_a_spool_closed_while_it_waits_for_the_bound_ends_its_read())
 
 
 async def _a_spool_closed_while_it_waits_for_the_bound_ends_its_read() -> None:
-    files = SpoolBytes(3_000)
+    files = SpoolBytes(3_000, max_waiting=5)
     closed: list[str] = []
     ended = threading.Event()
     spool = Spool(frames(20, 1000, closed), ended.set, files)
@@ -204,7 +226,7 @@ async def _a_reader_waiting_for_frames_holds_no_worker_thread() -> None:
         gate.wait(10)
         yield 1, b"b" * 1000  # past the memory: taken from the file
 
-    spools = [Spool(waiting(), lambda: None, SpoolBytes(1 << 30)) for _ in range(5)]
+    spools = [Spool(waiting(), lambda: None, SpoolBytes(1 << 30, max_waiting=5)) for _ in range(5)]
 
     async def take(spool: Spool) -> list[tuple[int, bytes]]:
         return [frame async for frame in spool.read()]
@@ -229,7 +251,7 @@ async def _a_failure_to_end_after_the_last_frame_leaves_the_answer_whole() -> No
     def end() -> None:
         raise RuntimeError("the connection was lost as the snapshot closed")
 
-    spool = Spool(frames(5, 50, []), end, SpoolBytes(1 << 30))
+    spool = Spool(frames(5, 50, []), end, SpoolBytes(1 << 30, max_waiting=5))
     got = [frame async for frame in spool.read()]
     await spool.close()
     assert got == [(n, bytes([n]) * 50) for n in range(5)]
@@ -248,7 +270,7 @@ async def _stop_ends_the_read_and_the_snapshot_without_close_and_its_reader_hear
         gate.wait(10)
         yield from frames(1_000_000, 1000, closed)
 
-    spool = Spool(slow(), ended.set, SpoolBytes(1 << 30))
+    spool = Spool(slow(), ended.set, SpoolBytes(1 << 30, max_waiting=5))
     reader = spool.read()
     assert await anext(reader) == (0, b"x")
     waiting = asyncio.ensure_future(anext(reader))
@@ -278,7 +300,7 @@ def test_memory_frames_are_held_until_sent(spool_dir: Path) -> None:
 
 
 async def _memory_frames_are_held_until_sent() -> None:
-    spooled, ended = SpoolBytes(1 << 30), threading.Event()
+    spooled, ended = SpoolBytes(1 << 30, max_waiting=5), threading.Event()
     spool = Spool(frames(3, 10, []), ended.set, spooled)
     assert await asyncio.to_thread(ended.wait, 10)
     assert spooled.used == 30  # all three in memory, nobody reading
@@ -302,7 +324,7 @@ def test_a_reader_a_frame_behind_holds_the_files_extent_and_the_read_waits_at_th
 
 
 async def _a_reader_a_frame_behind_holds_the_files_extent_and_the_read_waits_at_the_bound() -> None:
-    spooled, ended = SpoolBytes(5 * FRAME_ON_FILE), threading.Event()
+    spooled, ended = SpoolBytes(5 * FRAME_ON_FILE, max_waiting=5), threading.Event()
     produce = threading.Semaphore(2)
 
     def paced() -> Generator[tuple[int, bytes], None, None]:
@@ -342,7 +364,7 @@ def test_close_gives_back_all_a_spool_holds_and_never_more(spool_dir: Path) -> N
 
 
 async def _close_gives_back_all_a_spool_holds_and_never_more() -> None:
-    spooled, ended = SpoolBytes(1 << 30), threading.Event()
+    spooled, ended = SpoolBytes(1 << 30, max_waiting=5), threading.Event()
 
     def mixed() -> Generator[tuple[int, bytes], None, None]:
         yield from ((n, b"m" * 10) for n in range(3))  # in memory
@@ -389,7 +411,7 @@ async def _a_streams_close_stops_its_spool_before_its_iteration_is_collected() -
             closed.set()
 
     # The bound holds the read a few frames on: only a stop ends it before its reader does.
-    long_poll = SimpleNamespace(changes=SimpleNamespace(closing=False), spool_bytes=SpoolBytes(10_000))
+    long_poll = SimpleNamespace(changes=SimpleNamespace(closing=False), spool_bytes=SpoolBytes(10_000, max_waiting=5))
     place = SimpleNamespace(release=lambda: None)
     read = SimpleNamespace(partitions=(("t", 0, 0),))
     stream = Stream(long_poll, read, place, 0, HeldAnswer(), lambda records: b"x" * 1000)  # type: ignore[arg-type]
