@@ -635,3 +635,34 @@ def test_a_principal_without_describe_configs_is_told_what_reading_the_settings_
         c.check_clean(server.port)  # type: ignore[arg-type]
     finally:
         c.close()
+
+
+
+# Where a cell's first line of text sits: the bottom of an empty inline-block put before its
+# first character is that line's baseline.
+FIRST_BASELINE = """cell => {
+    const text = cell.querySelector("pre") || cell, probe = document.createElement("span");
+    probe.style.display = "inline-block";
+    text.prepend(probe);
+    const baseline = probe.getBoundingClientRect().bottom;
+    probe.remove();
+    return baseline;
+}"""
+
+
+def test_a_scalar_value_reads_on_its_rows_line_in_the_size_of_an_object_value(console: Console,
+                                                                             server: ServiceProcess) -> None:
+    with server.client() as api:
+        ok(api.post("/v1/topics", json={"name": "scalars"}))
+        ok(api.post("/v1/records", json={"batches": [{"topic": "scalars", "partition": 0, "records": [
+            {"key": "object", "value": {"visits": 1}}, {"key": "scalar", "value": 1}]}]}))
+    console.open("#/topics/scalars/0")
+    console.page.locator("#records").wait_for(timeout=WAIT_MS)
+    console.screenshot("console-records-scalar.png", full_page=False)
+    # Per row: the value's font size, and how far its first line's baseline is from the key's.
+    looks = console.page.evaluate(f"""[...document.querySelectorAll("#records tbody tr")].map(tr => {{
+        const baseline = {FIRST_BASELINE}, cells = tr.querySelectorAll("td");
+        return [getComputedStyle(cells[4].querySelector("pre")).fontSize,
+                Math.round(baseline(cells[4]) - baseline(cells[3]))];
+    }})""")
+    assert looks == [["12px", 0], ["12px", 0]]
