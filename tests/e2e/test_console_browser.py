@@ -306,9 +306,31 @@ def test_a_chart_with_nothing_to_plot_says_so_over_times_of_today(console: Conso
     started = time.time()
     console.open("#/groups/quiet-readers")
     expect(console.page.locator("#total-lag")).to_have_text("unknown", timeout=WAIT_MS)  # a gap, not a point
-    expect(console.page.locator("#lag-chart .chart-empty")).to_have_text("No data yet")
+    expect(console.page.locator("#lag-chart .chart-empty")).to_have_text(
+        "Lag unknown: the group has committed no offset")
     assert_times_of_today(time_axis(console, "#lag-chart"), started - 305, time.time())
     console.screenshot("console-empty-chart.png")
+
+
+def test_a_groups_chart_says_its_lag_is_unknown_where_a_partition_has_no_committed_offset(
+        console: Console, server: ServiceProcess) -> None:
+    from playwright.sync_api import expect
+
+    with server.client() as api:
+        ok(api.post("/v1/topics", json={"name": "visits", "partitions": 2}))
+        for partition in (0, 1):
+            ok(api.post("/v1/records", json={"batches": [{"topic": "visits", "partition": partition, "records": [
+                {"key": "v", "value": 1}]}]}))
+        ok(api.post("/v1/groups/visit-counter/offsets", json={"offsets": [
+            {"topic": "visits", "partition": 0, "offset": 0}]}))
+        ok(api.post("/v1/groups/visit-counter/members", json={"topics": ["visits"]}))  # partition 1 too
+    console.open("#/groups/visit-counter")
+    expect(console.page.locator("#total-lag")).to_have_text("unknown", timeout=WAIT_MS)
+    rows = [r.split("\t")[:6] for r in console.page.locator("#lag-table tbody tr").all_inner_texts()]
+    assert rows == [["visits", "0", "0", "1", "1", "1"], ["visits", "1", "–", "1", "1", "unknown"]]
+    console.screenshot("console-group-lag-unknown.png")
+    expect(console.page.locator("#lag-chart .chart-empty")).to_have_text(
+        "Lag unknown: some partitions have no committed offset")
 
 
 def test_the_record_browser_opens_at_the_newest_and_jumps_to_an_offset_a_time_and_a_key(

@@ -164,7 +164,8 @@
   // A chart of values over time, as wide as its card (it follows the card's width), its time
   // axis ending at the newest point (or now) and as long as its points span, from a minute
   // (so that a few points are not one sliver) up to `spanS` seconds: an empty chart says "No
-  // data yet" over the last minute's correct times. Its accessible label names the ticks shown.
+  // data yet" over the last minute's correct times, or why it is empty where its caller knows
+  // (set's `emptyText`). Its accessible label names the ticks shown.
   // Its series take the palette's colours in order, unless `colours` names each one's.
   const MIN_SPAN_S = 60;
   function timeChart(card, title, seriesLabels, spanS, colours = seriesLabels.map((_, i) => COLOURS[i % COLOURS.length])) {
@@ -202,9 +203,10 @@
     });
     resized.observe(inner);
     const c = {
-      set(next) {
+      set(next, emptyText = "No data yet") {
         data = next;
         card.dataset.points = String(next[0].length);  // how many times are plotted, for a test to read
+        empty.textContent = emptyText;
         empty.hidden = next.slice(1).some(series => series.some(v => v !== null && v !== undefined));
         plot.setData(next);
       },
@@ -1035,7 +1037,9 @@
       history[0].push(Date.now() / 1000);
       history[1].push(lag.total_lag);  // null (unknown) is a gap in the chart, not a 0
       if (history[0].length > LAG_POINTS) { history[0].shift(); history[1].shift(); }
-      plot.set(history);
+      // The kept samples hold a group's total only, null where unknown: with nothing known to
+      // plot, the chart says why rather than that no data came.
+      plot.set(history, lag.total_lag === null ? `Lag unknown: ${UNKNOWN_LAG[lag.total_lag_unknown_reason]}` : undefined);
     });
     try {
       const g = await api(`/v1/groups/${enc(id)}`);
