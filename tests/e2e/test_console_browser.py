@@ -5,7 +5,8 @@ created, a transaction open and then committed, a consumer group's lag (in recor
 zero when the transaction that carries its offsets commits, browses a partition's records with
 their states, and aborts a hanging transaction from the page. Pages with bad input show a
 readable error. With authentication on, the console asks for an API key and shows only what
-that principal may describe. Every request the pages make goes to the server itself, and no
+that principal may describe, and to one without describe on the cluster the overview's counts
+and the topic list say they hold only that. Every request the pages make goes to the server itself, and no
 page breaks its Content-Security-Policy. Screenshots of each page are saved (OUTBOX_SCREENSHOT_DIR,
 or .artifacts/screenshots) and their paths printed.
 """
@@ -688,3 +689,47 @@ def test_a_scalar_value_reads_on_its_rows_line_in_the_size_of_an_object_value(co
                 Math.round(baseline(cells[4]) - baseline(cells[3]))];
     }})""")
     assert looks == [["12px", 0], ["12px", 0]]
+
+
+def test_a_principal_without_describe_on_the_cluster_is_told_the_counts_hold_only_what_it_may_describe(
+        browser: Any, secured: tuple[ServiceProcess, str, str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    from playwright.sync_api import expect
+
+    server, admin, _, _ = secured
+    with server.client(headers={"Authorization": f"Bearer {admin}"}) as api:
+        ok(api.post("/v1/topics", json={"name": "pizza"}))
+        ok(api.post("/v1/records", json={"batches": [{"topic": "pizza", "partition": 0, "records": [
+            {"key": "p", "value": i} for i in range(2)]}]}))
+        ok(api.post("/v1/groups/pizza-kitchen/offsets", json={"offsets": [
+            {"topic": "pizza", "partition": 0, "offset": 0}]}))  # lag 2, in a group the shop may not describe
+        transaction(api, "oven", "pizza")  # left open, of a transactional id the shop may not describe
+        shop = ok(api.post("/v1/principals/User:pizza-shop/api-keys"))["api_key"]
+        ok(api.post("/v1/acls", json={"acls": [
+            {"principal": "User:pizza-shop", "resource_type": "topic", "resource_name": "pizza", "operation": "read"},
+            {"principal": "User:pizza-shop", "resource_type": "group", "resource_name": "pizza-shop",
+             "operation": "read"}]}))
+    for key, who in ((shop, "shop"), (admin, "admin")):
+        c = Console(browser, server.url, capsys)
+        try:
+            c.open("#/")
+            sign_in(c, key)
+            expect(c.page.locator("#hanging")).not_to_be_empty(timeout=WAIT_MS)
+            c.page.locator("#count-open").wait_for(timeout=WAIT_MS)
+            c.screenshot(f"console-overview-{who}.png")
+            cards = [c.text(f"#count-{card}").split("\n")[:2] for card in ("open", "hanging")]
+            hanging = c.text("#hanging")
+            c.open("#/topics")
+            c.wait_text("pizza", "main tbody")
+            c.screenshot(f"console-topics-{who}.png")
+            pizza = c.page.locator("main tbody tr", has_text="pizza").inner_text().split("\t")
+            if who == "shop":
+                assert cards == [["0", "open transactions you may describe"], ["0", "hanging, of those you may describe"]]
+                assert hanging == "None you may describe."
+                assert pizza[4] == "none you may describe"
+            else:  # the admin's view, as it was
+                assert cards == [["1", "open transactions"], ["0", "hanging"]]
+                assert hanging == "None: every transaction is ending within its timeout."
+                assert pizza[4] == "2 pizza-kitchen"
+            c.check_clean(server.port)  # type: ignore[arg-type]
+        finally:
+            c.close()

@@ -51,6 +51,12 @@
   // The operations the principal may do on the cluster (GET /v1/cluster/authorized-operations;
   // none where it may not describe it): the pages offer an operator's action only with alter.
   const clusterOperations = async () => (await api("/v1/cluster/authorized-operations")).authorized_operations;
+  // Whether the API's lists are whole for the principal, so that an empty one means there is
+  // none: describe on the cluster lists every group (Kafka's ListGroups), and marks an operator,
+  // who is granted describe on every transactional id with it (README's read-only operator).
+  // Without it the lists hold what the principal may describe only (a refusal of the others
+  // would tell they exist): the pages say "you may describe", never that there is none.
+  const listsAreWhole = async () => (await clusterOperations()).includes("describe");
 
   // --- sign in ----------------------------------------------------------------------------
 
@@ -224,6 +230,7 @@
     "transactions_aborted_per_s"];
 
   async function overview() {
+    const whole = await listsAreWhole();
     main.replaceChildren(
       h("h1", {}, "Overview"),
       h("div", { id: "counts", class: "counts" }),
@@ -235,7 +242,7 @@
       h("p", { id: "lag-history-now", class: "muted" }),
       h("div", { id: "lag-history" }),
       h("h2", {}, "Hanging transactions"), h("div", { id: "hanging" }));
-    overviewCounts();
+    overviewCounts(whole);
     lagHistory(shown);
     let rates = null;
     let outcomes = null;
@@ -288,7 +295,7 @@
       document.getElementById("hanging").replaceChildren(table(
         ["transactional id", "state", "age"],
         hanging.map(t => [link(`#/transactions/${enc(t.transactional_id)}`, t.transactional_id), badge(t.state), age(t.age_ms)]),
-        "None: every transaction is ending within its timeout."));
+        whole ? "None: every transaction is ending within its timeout." : "None you may describe."));
     } catch (e) { if (e.status !== 401) showError(e, "Hanging transactions"); }
   }
 
@@ -369,7 +376,7 @@
   const plural = (count, noun) => `${n(count)} ${noun}${count === 1 ? "" : "s"}`;
   const beyond = (count, limit) => (count >= limit ? `${n(limit)}+` : n(count));
 
-  async function overviewCounts() {
+  async function overviewCounts(whole) {
     const page = shown;
     const quietly = promise => promise.catch(e => { if (e.status !== 401 && e.status !== 403) throw e; return null; });
     let topicList, open, hanging, groupList;
@@ -388,21 +395,22 @@
     const card = (id, value, label, href, detail) => h("a", { class: "count", href, id },
       h("strong", {}, value), h("span", {}, label), detail ? h("small", {}, detail) : "");
     const topicsShown = topicList ? topicList.topics : [];
+    const mine = whole ? "" : " you may describe";
     document.getElementById("counts").replaceChildren(
-      card("count-topics", n(topicsShown.length), "topics", "#/topics",
+      card("count-topics", n(topicsShown.length), `topics${mine}`, "#/topics",
         plural(topicsShown.reduce((a, t) => a + t.partition_count, 0), "partition")),
-      card("count-open", beyond(openList.length, TXN_LIMIT), "open transactions", "#/transactions?show=open",
+      card("count-open", beyond(openList.length, TXN_LIMIT), `open transactions${mine}`, "#/transactions?show=open",
         `${n(byState(["Ongoing"]))} ongoing, ${n(byState(["Prepared"]))} prepared, ${n(byState(["PrepareCommit", "PrepareAbort"]))} completing`),
-      card("count-hanging", hanging ? n(hanging.transactions.length) : "–", "hanging", "#/transactions?show=hanging",
-        "open past the maximum timeout"),
+      card("count-hanging", hanging ? n(hanging.transactions.length) : "–", whole ? "hanging" : "hanging, of those you may describe",
+        "#/transactions?show=hanging", "open past the maximum timeout"),
       card("count-lagging", n(lagging), "groups with lag", "#/groups",
-        groupList ? `of ${n(groupList.groups.length)}${groupList.groups.length > DETAILS_LIMIT ? ` (the first ${DETAILS_LIMIT} asked)` : ""}; unknown lag counts` : ""));
+        groupList ? `of ${n(groupList.groups.length)}${mine}${groupList.groups.length > DETAILS_LIMIT ? ` (the first ${DETAILS_LIMIT} asked)` : ""}; unknown lag counts` : ""));
   }
 
   async function topics() {
     const page = shown;
-    const [list, groupList] = await Promise.all([api("/v1/topics").then(x => x.topics),
-      api("/v1/groups").then(x => x.groups, () => [])]);
+    const [list, groupList, whole] = await Promise.all([api("/v1/topics").then(x => x.topics),
+      api("/v1/groups").then(x => x.groups, () => []), listsAreWhole()]);
     const [described, lags] = await Promise.all([
       Promise.all(list.slice(0, DETAILS_LIMIT).map(t => api(`/v1/topics/${enc(t.name)}`).catch(() => null))),
       groupLags(groupList)]);
@@ -422,9 +430,11 @@
     const sum = (t, k) => t.partitions.reduce((a, p) => a + p[k], 0);
     // A topic's config is null to a principal without describe_configs on it.
     const configCell = (t, shown) => (t.config === null ? "–" : shown(t.config));
+    // No group on a topic is known only where every group was listed and its lag answered.
+    const noGroup = whole && lags.every(l => l) ? "no group" : "none you may describe";
     const lagCell = name => {
       const b = behind[name];
-      if (!b) return h("span", { class: "muted" }, "no group");
+      if (!b) return h("span", { class: "muted" }, noGroup);
       return h("span", {}, b.lag === null ? "unknown" : n(b.lag), " ", link(`#/groups/${enc(b.group)}`, b.group));
     };
     main.replaceChildren(h("h1", {}, "Topics"),
