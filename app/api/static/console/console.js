@@ -230,7 +230,9 @@
     "transactions_aborted_per_s"];
 
   async function overview() {
+    const page = shown;
     const whole = await listsAreWhole();
+    if (page !== shown) return;
     main.replaceChildren(
       h("h1", {}, "Overview"),
       h("div", { id: "counts", class: "counts" }),
@@ -248,7 +250,6 @@
     let outcomes = null;
     let samples = [];
     let windowMs = 0;
-    const page = shown;
     const load = async () => {
       const after = samples.length ? samples[samples.length - 1].time_ms : null;
       let got;
@@ -292,11 +293,12 @@
     if (await load()) every(POLL_MS, load, false);
     try {
       const hanging = (await api("/v1/transactions?hanging=true")).transactions;
+      if (page !== shown) return;
       document.getElementById("hanging").replaceChildren(table(
         ["transactional id", "state", "age"],
         hanging.map(t => [link(`#/transactions/${enc(t.transactional_id)}`, t.transactional_id), badge(t.state), age(t.age_ms)]),
         whole ? "None: every transaction is ending within its timeout." : "None you may describe."));
-    } catch (e) { if (e.status !== 401) showError(e, "Hanging transactions"); }
+    } catch (e) { if (page === shown && e.status !== 401) showError(e, "Hanging transactions"); }
   }
 
   // The groups' lag over time is the service's own history too (GET /v1/console/lag-history:
