@@ -692,8 +692,11 @@ def test_a_scalar_value_reads_on_its_rows_line_in_the_size_of_an_object_value(co
 
 
 def test_a_principal_without_describe_on_the_cluster_is_told_the_counts_hold_only_what_it_may_describe(
-        browser: Any, secured: tuple[ServiceProcess, str, str, str], capsys: pytest.CaptureFixture[str]) -> None:
+        request: pytest.FixtureRequest, secured: tuple[ServiceProcess, str, str, str],
+        capsys: pytest.CaptureFixture[str]) -> None:
     from playwright.sync_api import expect
+
+    chromium = request.getfixturevalue("browser")
 
     server, admin, _, _ = secured
     with server.client(headers={"Authorization": f"Bearer {admin}"}) as api:
@@ -709,7 +712,7 @@ def test_a_principal_without_describe_on_the_cluster_is_told_the_counts_hold_onl
             {"principal": "User:pizza-shop", "resource_type": "group", "resource_name": "pizza-shop",
              "operation": "read"}]}))
     for key, who in ((shop, "shop"), (admin, "admin")):
-        c = Console(browser, server.url, capsys)
+        c = Console(chromium, server.url, capsys)
         try:
             c.open("#/")
             sign_in(c, key)
