@@ -5,7 +5,8 @@ created, a transaction open and then committed, a consumer group's lag (in recor
 zero when the transaction that carries its offsets commits, browses a partition's records with
 their states, and aborts a hanging transaction from the page. Pages with bad input show a
 readable error. With authentication on, the console asks for an API key and shows only what
-that principal may describe. Every request the pages make goes to the server itself, and no
+that principal may describe, and to one without describe on the cluster the overview's counts
+and the topic list say they hold only that. Every request the pages make goes to the server itself, and no
 page breaks its Content-Security-Policy. Screenshots of each page are saved (OUTBOX_SCREENSHOT_DIR,
 or .artifacts/screenshots) and their paths printed.
 """
@@ -306,9 +307,31 @@ def test_a_chart_with_nothing_to_plot_says_so_over_times_of_today(console: Conso
     started = time.time()
     console.open("#/groups/quiet-readers")
     expect(console.page.locator("#total-lag")).to_have_text("unknown", timeout=WAIT_MS)  # a gap, not a point
-    expect(console.page.locator("#lag-chart .chart-empty")).to_have_text("No data yet")
+    expect(console.page.locator("#lag-chart .chart-empty")).to_have_text(
+        "Lag unknown: the group has committed no offset")
     assert_times_of_today(time_axis(console, "#lag-chart"), started - 305, time.time())
     console.screenshot("console-empty-chart.png")
+
+
+def test_a_groups_chart_says_its_lag_is_unknown_where_a_partition_has_no_committed_offset(
+        console: Console, server: ServiceProcess) -> None:
+    from playwright.sync_api import expect
+
+    with server.client() as api:
+        ok(api.post("/v1/topics", json={"name": "visits", "partitions": 2}))
+        for partition in (0, 1):
+            ok(api.post("/v1/records", json={"batches": [{"topic": "visits", "partition": partition, "records": [
+                {"key": "v", "value": 1}]}]}))
+        ok(api.post("/v1/groups/visit-counter/offsets", json={"offsets": [
+            {"topic": "visits", "partition": 0, "offset": 0}]}))
+        ok(api.post("/v1/groups/visit-counter/members", json={"topics": ["visits"]}))  # partition 1 too
+    console.open("#/groups/visit-counter")
+    expect(console.page.locator("#total-lag")).to_have_text("unknown", timeout=WAIT_MS)
+    rows = [r.split("\t")[:6] for r in console.page.locator("#lag-table tbody tr").all_inner_texts()]
+    assert rows == [["visits", "0", "0", "1", "1", "1"], ["visits", "1", "–", "1", "1", "unknown"]]
+    console.screenshot("console-group-lag-unknown.png")
+    expect(console.page.locator("#lag-chart .chart-empty")).to_have_text(
+        "Lag unknown: some partitions have no committed offset")
 
 
 def test_the_record_browser_opens_at_the_newest_and_jumps_to_an_offset_a_time_and_a_key(
@@ -635,3 +658,81 @@ def test_a_principal_without_describe_configs_is_told_what_reading_the_settings_
         c.check_clean(server.port)  # type: ignore[arg-type]
     finally:
         c.close()
+
+
+
+# Where a cell's first line of text sits: the bottom of an empty inline-block put before its
+# first character is that line's baseline.
+FIRST_BASELINE = """cell => {
+    const text = cell.querySelector("pre") || cell, probe = document.createElement("span");
+    probe.style.display = "inline-block";
+    text.prepend(probe);
+    const baseline = probe.getBoundingClientRect().bottom;
+    probe.remove();
+    return baseline;
+}"""
+
+
+def test_a_scalar_value_reads_on_its_rows_line_in_the_size_of_an_object_value(console: Console,
+                                                                             server: ServiceProcess) -> None:
+    with server.client() as api:
+        ok(api.post("/v1/topics", json={"name": "scalars"}))
+        ok(api.post("/v1/records", json={"batches": [{"topic": "scalars", "partition": 0, "records": [
+            {"key": "object", "value": {"visits": 1}}, {"key": "scalar", "value": 1}]}]}))
+    console.open("#/topics/scalars/0")
+    console.page.locator("#records").wait_for(timeout=WAIT_MS)
+    console.screenshot("console-records-scalar.png", full_page=False)
+    # Per row: the value's font size, and how far its first line's baseline is from the key's.
+    looks = console.page.evaluate(f"""[...document.querySelectorAll("#records tbody tr")].map(tr => {{
+        const baseline = {FIRST_BASELINE}, cells = tr.querySelectorAll("td");
+        return [getComputedStyle(cells[4].querySelector("pre")).fontSize,
+                Math.round(baseline(cells[4]) - baseline(cells[3]))];
+    }})""")
+    assert looks == [["12px", 0], ["12px", 0]]
+
+
+def test_a_principal_without_describe_on_the_cluster_is_told_the_counts_hold_only_what_it_may_describe(
+        request: pytest.FixtureRequest, secured: tuple[ServiceProcess, str, str, str],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from playwright.sync_api import expect
+
+    chromium = request.getfixturevalue("browser")
+
+    server, admin, _, _ = secured
+    with server.client(headers={"Authorization": f"Bearer {admin}"}) as api:
+        ok(api.post("/v1/topics", json={"name": "pizza"}))
+        ok(api.post("/v1/records", json={"batches": [{"topic": "pizza", "partition": 0, "records": [
+            {"key": "p", "value": i} for i in range(2)]}]}))
+        ok(api.post("/v1/groups/pizza-kitchen/offsets", json={"offsets": [
+            {"topic": "pizza", "partition": 0, "offset": 0}]}))  # lag 2, in a group the shop may not describe
+        transaction(api, "oven", "pizza")  # left open, of a transactional id the shop may not describe
+        shop = ok(api.post("/v1/principals/User:pizza-shop/api-keys"))["api_key"]
+        ok(api.post("/v1/acls", json={"acls": [
+            {"principal": "User:pizza-shop", "resource_type": "topic", "resource_name": "pizza", "operation": "read"},
+            {"principal": "User:pizza-shop", "resource_type": "group", "resource_name": "pizza-shop",
+             "operation": "read"}]}))
+    for key, who in ((shop, "shop"), (admin, "admin")):
+        c = Console(chromium, server.url, capsys)
+        try:
+            c.open("#/")
+            sign_in(c, key)
+            expect(c.page.locator("#hanging")).not_to_be_empty(timeout=WAIT_MS)
+            c.page.locator("#count-open").wait_for(timeout=WAIT_MS)
+            c.screenshot(f"console-overview-{who}.png")
+            cards = [c.text(f"#count-{card}").split("\n")[:2] for card in ("open", "hanging")]
+            hanging = c.text("#hanging")
+            c.open("#/topics")
+            c.wait_text("pizza", "main tbody")
+            c.screenshot(f"console-topics-{who}.png")
+            pizza = c.page.locator("main tbody tr", has_text="pizza").inner_text().split("\t")
+            if who == "shop":
+                assert cards == [["0", "open transactions you may describe"], ["0", "hanging, of those you may describe"]]
+                assert hanging == "None you may describe."
+                assert pizza[4] == "none you may describe"
+            else:  # the admin's view, as it was
+                assert cards == [["1", "open transactions"], ["0", "hanging"]]
+                assert hanging == "None: every transaction is ending within its timeout."
+                assert pizza[4] == "2 pizza-kitchen"
+            c.check_clean(server.port)  # type: ignore[arg-type]
+        finally:
+            c.close()

@@ -2,7 +2,7 @@
 serve` that samples the groups' lag every 500 ms (GET /v1/console/lag-history): a page opened
 after the groups started lagging plots what the service kept, names the groups that lag most
 now with their totals, and follows a group that catches up without a reload, each group
-keeping its colour when the ranks change; a group's page opens with what the service kept of
+keeping its colour when the ranks change, its legend naming them in their own case; a group's page opens with what the service kept of
 its lag, for a principal that may describe the group and its topic but not the cluster too. The ACL and
 principal pages list what GET /v1/acls and GET /v1/principals answer, never a key. Screenshots
 saved (OUTBOX_SCREENSHOT_DIR, or .artifacts/screenshots) and their paths printed."""
@@ -203,3 +203,25 @@ def test_the_acl_and_principal_pages_list_the_apis_bindings_and_keys(console: Co
     console.page.get_by_role("link", name="ACLs").last.click()
     expect(console.page.locator("#acl-filter")).to_have_text("principal User:carol", timeout=WAIT_MS)
     console.screenshot("console-principals-acls.png")
+
+
+def test_a_charts_legend_shows_group_ids_in_their_own_case(console: Console, server: ServiceProcess) -> None:  # noqa: F811
+    from playwright.sync_api import expect
+
+    with server.client() as api:
+        ok(api.post("/v1/topics", json={"name": "visits"}))
+        ok(api.post("/v1/records", json={"batches": [{"topic": "visits", "partition": 0, "records": [
+            {"value": i} for i in range(50)]}]}))
+        _commit(api, "Visits-Counter", "visits", 0)  # lag 50: the group that lags most
+        _wait_for_samples(api, "Visits-Counter", 50, 2)
+
+    console.open("")
+    labels = console.page.locator("#lag-history .u-legend .u-series .u-label")
+    expect(labels.nth(1)).to_have_text("Visits-Counter", timeout=WAIT_MS)
+    console.screenshot("console-overview-legend-case.png")
+    # As drawn (inner_text follows text-transform), not only as written.
+    assert labels.nth(1).inner_text() == "Visits-Counter"
+    console.open("#/groups/Visits-Counter")
+    expect(console.page.locator("#total-lag")).to_have_text("50", timeout=WAIT_MS)
+    assert console.page.locator("#lag-chart .u-legend .u-series .u-label").nth(1).inner_text() == "lag"
+    assert console.page.locator("#lag-table thead th").first.inner_text() == "TOPIC"  # column headings stay capitals

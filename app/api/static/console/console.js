@@ -51,6 +51,12 @@
   // The operations the principal may do on the cluster (GET /v1/cluster/authorized-operations;
   // none where it may not describe it): the pages offer an operator's action only with alter.
   const clusterOperations = async () => (await api("/v1/cluster/authorized-operations")).authorized_operations;
+  // Whether the API's lists are whole for the principal, so that an empty one means there is
+  // none: describe on the cluster lists every group (Kafka's ListGroups), and marks an operator,
+  // who is granted describe on every transactional id with it (README's read-only operator).
+  // Without it the lists hold what the principal may describe only (a refusal of the others
+  // would tell they exist): the pages say "you may describe", never that there is none.
+  const listsAreWhole = async () => (await clusterOperations()).includes("describe");
 
   // --- sign in ----------------------------------------------------------------------------
 
@@ -164,7 +170,8 @@
   // A chart of values over time, as wide as its card (it follows the card's width), its time
   // axis ending at the newest point (or now) and as long as its points span, from a minute
   // (so that a few points are not one sliver) up to `spanS` seconds: an empty chart says "No
-  // data yet" over the last minute's correct times. Its accessible label names the ticks shown.
+  // data yet" over the last minute's correct times, or why it is empty where its caller knows
+  // (set's `emptyText`). Its accessible label names the ticks shown.
   // Its series take the palette's colours in order, unless `colours` names each one's.
   const MIN_SPAN_S = 60;
   function timeChart(card, title, seriesLabels, spanS, colours = seriesLabels.map((_, i) => COLOURS[i % COLOURS.length])) {
@@ -202,9 +209,10 @@
     });
     resized.observe(inner);
     const c = {
-      set(next) {
+      set(next, emptyText = "No data yet") {
         data = next;
         card.dataset.points = String(next[0].length);  // how many times are plotted, for a test to read
+        empty.textContent = emptyText;
         empty.hidden = next.slice(1).some(series => series.some(v => v !== null && v !== undefined));
         plot.setData(next);
       },
@@ -222,6 +230,9 @@
     "transactions_aborted_per_s"];
 
   async function overview() {
+    const page = shown;
+    const whole = await listsAreWhole();
+    if (page !== shown) return;
     main.replaceChildren(
       h("h1", {}, "Overview"),
       h("div", { id: "counts", class: "counts" }),
@@ -233,13 +244,12 @@
       h("p", { id: "lag-history-now", class: "muted" }),
       h("div", { id: "lag-history" }),
       h("h2", {}, "Hanging transactions"), h("div", { id: "hanging" }));
-    overviewCounts();
+    overviewCounts(whole);
     lagHistory(shown);
     let rates = null;
     let outcomes = null;
     let samples = [];
     let windowMs = 0;
-    const page = shown;
     const load = async () => {
       const after = samples.length ? samples[samples.length - 1].time_ms : null;
       let got;
@@ -283,11 +293,12 @@
     if (await load()) every(POLL_MS, load, false);
     try {
       const hanging = (await api("/v1/transactions?hanging=true")).transactions;
+      if (page !== shown) return;
       document.getElementById("hanging").replaceChildren(table(
         ["transactional id", "state", "age"],
         hanging.map(t => [link(`#/transactions/${enc(t.transactional_id)}`, t.transactional_id), badge(t.state), age(t.age_ms)]),
-        "None: every transaction is ending within its timeout."));
-    } catch (e) { if (e.status !== 401) showError(e, "Hanging transactions"); }
+        whole ? "None: every transaction is ending within its timeout." : "None you may describe."));
+    } catch (e) { if (page === shown && e.status !== 401) showError(e, "Hanging transactions"); }
   }
 
   // The groups' lag over time is the service's own history too (GET /v1/console/lag-history:
@@ -367,7 +378,7 @@
   const plural = (count, noun) => `${n(count)} ${noun}${count === 1 ? "" : "s"}`;
   const beyond = (count, limit) => (count >= limit ? `${n(limit)}+` : n(count));
 
-  async function overviewCounts() {
+  async function overviewCounts(whole) {
     const page = shown;
     const quietly = promise => promise.catch(e => { if (e.status !== 401 && e.status !== 403) throw e; return null; });
     let topicList, open, hanging, groupList;
@@ -386,21 +397,22 @@
     const card = (id, value, label, href, detail) => h("a", { class: "count", href, id },
       h("strong", {}, value), h("span", {}, label), detail ? h("small", {}, detail) : "");
     const topicsShown = topicList ? topicList.topics : [];
+    const mine = whole ? "" : " you may describe";
     document.getElementById("counts").replaceChildren(
-      card("count-topics", n(topicsShown.length), "topics", "#/topics",
+      card("count-topics", n(topicsShown.length), `topics${mine}`, "#/topics",
         plural(topicsShown.reduce((a, t) => a + t.partition_count, 0), "partition")),
-      card("count-open", beyond(openList.length, TXN_LIMIT), "open transactions", "#/transactions?show=open",
+      card("count-open", beyond(openList.length, TXN_LIMIT), `open transactions${mine}`, "#/transactions?show=open",
         `${n(byState(["Ongoing"]))} ongoing, ${n(byState(["Prepared"]))} prepared, ${n(byState(["PrepareCommit", "PrepareAbort"]))} completing`),
-      card("count-hanging", hanging ? n(hanging.transactions.length) : "–", "hanging", "#/transactions?show=hanging",
-        "open past the maximum timeout"),
+      card("count-hanging", hanging ? n(hanging.transactions.length) : "–", whole ? "hanging" : "hanging, of those you may describe",
+        "#/transactions?show=hanging", "open past the maximum timeout"),
       card("count-lagging", n(lagging), "groups with lag", "#/groups",
-        groupList ? `of ${n(groupList.groups.length)}${groupList.groups.length > DETAILS_LIMIT ? ` (the first ${DETAILS_LIMIT} asked)` : ""}; unknown lag counts` : ""));
+        groupList ? `of ${n(groupList.groups.length)}${mine}${groupList.groups.length > DETAILS_LIMIT ? ` (the first ${DETAILS_LIMIT} asked)` : ""}; unknown lag counts` : ""));
   }
 
   async function topics() {
     const page = shown;
-    const [list, groupList] = await Promise.all([api("/v1/topics").then(x => x.topics),
-      api("/v1/groups").then(x => x.groups, () => [])]);
+    const [list, groupList, whole] = await Promise.all([api("/v1/topics").then(x => x.topics),
+      api("/v1/groups").then(x => x.groups, () => []), listsAreWhole()]);
     const [described, lags] = await Promise.all([
       Promise.all(list.slice(0, DETAILS_LIMIT).map(t => api(`/v1/topics/${enc(t.name)}`).catch(() => null))),
       groupLags(groupList)]);
@@ -420,9 +432,11 @@
     const sum = (t, k) => t.partitions.reduce((a, p) => a + p[k], 0);
     // A topic's config is null to a principal without describe_configs on it.
     const configCell = (t, shown) => (t.config === null ? "–" : shown(t.config));
+    // No group on a topic is known only where every group was listed and its lag answered.
+    const noGroup = whole && lags.every(l => l) ? "no group" : "none you may describe";
     const lagCell = name => {
       const b = behind[name];
-      if (!b) return h("span", { class: "muted" }, "no group");
+      if (!b) return h("span", { class: "muted" }, noGroup);
       return h("span", {}, b.lag === null ? "unknown" : n(b.lag), " ", link(`#/groups/${enc(b.group)}`, b.group));
     };
     main.replaceChildren(h("h1", {}, "Topics"),
@@ -1035,7 +1049,9 @@
       history[0].push(Date.now() / 1000);
       history[1].push(lag.total_lag);  // null (unknown) is a gap in the chart, not a 0
       if (history[0].length > LAG_POINTS) { history[0].shift(); history[1].shift(); }
-      plot.set(history);
+      // The kept samples hold a group's total only, null where unknown: with nothing known to
+      // plot, the chart says why rather than that no data came.
+      plot.set(history, lag.total_lag === null ? `Lag unknown: ${UNKNOWN_LAG[lag.total_lag_unknown_reason]}` : undefined);
     });
     try {
       const g = await api(`/v1/groups/${enc(id)}`);
