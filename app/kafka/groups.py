@@ -198,6 +198,10 @@ class GroupApis:
             except MemberIdRequired as e:
                 self._hand_out(body.group_id, e.details["member_id"], session_timeout_ms)
                 return answer(error_code(e), member_id=e.details["member_id"])
+            except GroupMetadataTooLarge as e:
+                # The group's total only the service can check, under the group's lock.
+                _too_large(self._warn_of_too_large, "JoinGroup", body.group_id, e)
+                return answer(error_code(e))
             self._hand_over(body.group_id, got)
             self._notify()
             seen += 1  # its own change: nothing this request has not seen
@@ -277,7 +281,8 @@ class GroupApis:
             # Before the assignments are read into partitions (four bytes each, a tuple each in
             # memory); the service checks them again.
             check_assignments_bytes([(a.member_id, a.assignment) for a in body.assignments],
-                                    self.settings.kafka_group_max_metadata_bytes)
+                                    self.settings.kafka_group_max_metadata_bytes,
+                                    self.settings.kafka_group_max_total_metadata_bytes)
         except GroupMetadataTooLarge as e:
             _too_large(self._warn_of_too_large, "SyncGroup", body.group_id, e)
             return answer(error_code(e))
@@ -304,6 +309,9 @@ class GroupApis:
                     raise RebalanceInProgress(f"the leader of group {body.group_id!r} gave no assignment in time")
                 poll_s = await self._wait(seen, poll_s)
             self._notify()
+        except GroupMetadataTooLarge as e:  # the service's own check, where its bounds are lower
+            _too_large(self._warn_of_too_large, "SyncGroup", body.group_id, e)
+            return answer(error_code(e))
         except OutboxError as e:
             return answer(error_code(e))
         return answer(ErrorCode.none, got)
