@@ -28,9 +28,12 @@ class InvalidRequest(OutboxError):
 
 class GroupMetadataTooLarge(InvalidRequest):
     """A JoinGroup's protocols, or an assignment a SyncGroup's leader gives a member, hold more
-    bytes than OUTBOX_KAFKA_GROUP_MAX_METADATA_BYTES. Kafka's INVALID_REQUEST: not retriable,
-    as the same request would be refused again (GROUP_MAX_SIZE_REACHED counts members, and
-    MESSAGE_TOO_LARGE is a record's, which the client's producer code would take it for)."""
+    bytes than OUTBOX_KAFKA_GROUP_MAX_METADATA_BYTES; or the group's members' protocols, or the
+    leader's assignments, would hold more together than
+    OUTBOX_KAFKA_GROUP_MAX_TOTAL_METADATA_BYTES. Kafka's INVALID_REQUEST: not retriable, as the
+    same request would be refused again (GROUP_MAX_SIZE_REACHED counts members, and a Java
+    consumer takes it for a fatal "group is full"; MESSAGE_TOO_LARGE is a record's, which the
+    client's producer code would take it for)."""
 
 
 class InvalidGroupId(InvalidRequest):

@@ -136,23 +136,53 @@ def check_current_member(group_id: str, member_id: str, group_instance_id: str |
         raise UnknownMemberId(f"{member_id!r} is not a member of group {group_id!r}; join again")
 
 
+def protocols_bytes(protocols: Sequence[tuple[str, bytes]] | None) -> int:
+    """The bytes a member's protocols hold, their names and metadata together: what both
+    bounds of a group's protocols count (none for the HTTP door's members, which have none)."""
+    return sum(len(name.encode()) + len(metadata) for name, metadata in protocols or ())
+
+
 def check_protocols_bytes(protocols: Sequence[tuple[str, bytes]], bound: int) -> None:
     """GroupMetadataTooLarge if a member's protocols, their names and metadata together, hold
     more than `bound` bytes (OUTBOX_KAFKA_GROUP_MAX_METADATA_BYTES): the member is stored with
     them, and every DescribeGroups and every leader is sent them. The message gives sizes,
     never the bytes."""
-    size = sum(len(name.encode()) + len(metadata) for name, metadata in protocols)
+    size = protocols_bytes(protocols)
     if size > bound:
         raise GroupMetadataTooLarge(f"the member's protocols hold {size} bytes, more than the {bound} "
                                     "OUTBOX_KAFKA_GROUP_MAX_METADATA_BYTES allows")
 
 
-def check_assignments_bytes(assignments: Sequence[tuple[str, bytes]], bound: int) -> None:
+def check_group_protocols_bytes(protocols: Sequence[tuple[str, bytes]], member_id: str,
+                                stored: Mapping[str, Sequence[tuple[str, bytes]] | None], bound: int) -> None:
+    """GroupMetadataTooLarge if the group's members' protocols would hold more than `bound`
+    bytes together (OUTBOX_KAFKA_GROUP_MAX_TOTAL_METADATA_BYTES) once `member_id` holds
+    `protocols`: `stored`, each member's protocols by member id, as the group's row lock held
+    by the caller keeps them; `member_id` one of them (a rejoin, or the member a static
+    member's replacement takes the place of: its own are replaced, not added to) or not (a new
+    member, or ""). A join that adds no bytes is taken: a group over a bound lowered since it
+    grew (a restart) keeps its members joining again, and only a join that grows it is
+    refused. The message gives sizes, never the bytes."""
+    own = protocols_bytes(stored.get(member_id))
+    size = protocols_bytes(protocols)
+    total = sum(protocols_bytes(p) for p in stored.values()) - own + size
+    if total > bound and size > own:
+        raise GroupMetadataTooLarge(f"the group's members' protocols would hold {total} bytes, more than the "
+                                    f"{bound} OUTBOX_KAFKA_GROUP_MAX_TOTAL_METADATA_BYTES allows")
+
+
+def check_assignments_bytes(assignments: Sequence[tuple[str, bytes]], bound: int, total_bound: int) -> None:
     """GroupMetadataTooLarge if an assignment a leader gives, (member id, its bytes), holds more
-    than `bound` bytes (OUTBOX_KAFKA_GROUP_MAX_METADATA_BYTES): each is stored with its member
-    and sent back in every DescribeGroups. The message names the member and the sizes, never
-    the bytes."""
+    than `bound` bytes (OUTBOX_KAFKA_GROUP_MAX_METADATA_BYTES), or all of them together more
+    than `total_bound` (OUTBOX_KAFKA_GROUP_MAX_TOTAL_METADATA_BYTES): each is stored with its
+    member and sent back in every DescribeGroups, and a leader's SyncGroup replaces every
+    member's, so its own are the group's total. The message names the member and the sizes,
+    never the bytes."""
     for member_id, data in assignments:
         if len(data) > bound:
             raise GroupMetadataTooLarge(f"the assignment for member {member_id!r:.257} holds {len(data)} bytes, more "
                                         f"than the {bound} OUTBOX_KAFKA_GROUP_MAX_METADATA_BYTES allows")
+    total = sum(len(data) for _, data in assignments)
+    if total > total_bound:
+        raise GroupMetadataTooLarge(f"the assignments hold {total} bytes together, more than the {total_bound} "
+                                    "OUTBOX_KAFKA_GROUP_MAX_TOTAL_METADATA_BYTES allows")

@@ -71,8 +71,9 @@ SERVED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
     ApiKey.END_TXN: (0, 5),
     ApiKey.TXN_OFFSET_COMMIT: (0, 5),
-    # The classic group protocol (app/kafka/groups.py). JoinGroup stops at 7: 8 adds a reason,
-    # 9 KIP-814's static leader; from 4 a new member asks for its id first (KIP-394).
+    # The classic group protocol (app/kafka/groups.py, its offsets app/kafka/group_offsets.py).
+    # JoinGroup stops at 7: 8 adds a reason, 9 KIP-814's static leader; from 4 a new member
+    # asks for its id first (KIP-394).
     # OffsetCommit 9 and OffsetFetch 8 and later are KIP-848's and batch groups; kio has no
     # OffsetCommit before 2 nor OffsetFetch before 1.
     ApiKey.OFFSET_COMMIT: (2, 8),
@@ -100,7 +101,7 @@ SERVED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_ACLS: (1, 3),
     ApiKey.CREATE_ACLS: (1, 3),
     ApiKey.DELETE_ACLS: (1, 3),
-    # The administration of groups (app.kafka.groups).
+    # The administration of groups (app.kafka.groups; OffsetDelete app.kafka.group_offsets).
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.SASL_AUTHENTICATE: (0, 2),  # app.kafka.auth

@@ -18,12 +18,13 @@ from app.domain.offsets import GroupMetadata
 from app.domain.request_shape import duplicated
 from app.domain.read import offset_order_upper_bound
 from app.domain.types import IsolationLevel, TransactionVersion
-from app.kafka import groups, records
+from app.kafka import group_offsets, records
 from app.kafka.acls import AclApis
 from app.kafka.api_keys import SERVED, ApiKey, transaction_version
 from app.kafka.auth import (NOT_REQUESTED, RULES, access, authorized_operations, coordinator_resource, refusal_code,
                             topics_not_acted_on)
 from app.kafka.errors import error_code, metadata_code, transactional_code
+from app.kafka.group_offsets import GroupOffsetApis
 from app.kafka.groups import GroupApis
 from app.kafka.produce import ProduceApi
 from app.kafka.protocol import (
@@ -78,14 +79,15 @@ class Apis:
         self.handlers |= self.admin.handlers
         self.handlers |= TransactionDescriptionApis(services).handlers
         self.handlers |= AclApis(services).handlers
-        # The classic group protocol, its own module (its ACL requirements are auth.RULES' too).
+        # The classic group protocol and a group's offsets, modules of their own (their ACL
+        # requirements are auth.RULES' too).
         self.groups = GroupApis(services)
         self.handlers |= {
-            ApiKey.OFFSET_COMMIT: self.groups.offset_commit, ApiKey.OFFSET_FETCH: self.groups.offset_fetch,
             ApiKey.JOIN_GROUP: self.groups.join_group, ApiKey.HEARTBEAT: self.groups.heartbeat,
             ApiKey.LEAVE_GROUP: self.groups.leave_group, ApiKey.SYNC_GROUP: self.groups.sync_group,
             ApiKey.DESCRIBE_GROUPS: self.groups.describe_groups, ApiKey.LIST_GROUPS: self.groups.list_groups,
-            ApiKey.DELETE_GROUPS: self.groups.delete_groups, ApiKey.OFFSET_DELETE: self.groups.offset_delete}
+            ApiKey.DELETE_GROUPS: self.groups.delete_groups}
+        self.handlers |= GroupOffsetApis(services).handlers
         # Every served API has its ACL rule (app.kafka.auth.RULES), which the listener holds it to.
         assert set(self.handlers) == set(SERVED) == set(RULES)
 
@@ -334,8 +336,8 @@ class Apis:
                 # Version 5 (transaction version 2) begins the transaction on an idle id, as
                 # Kafka's group coordinator adds the offsets to it without AddOffsetsToTxn.
                 self.services.coordinator.add_offsets(body.transactional_id, body.producer_id,
-                                                      body.producer_epoch, body.group_id, groups.offsets_once(allowed),
-                                                      group_metadata,
+                                                      body.producer_epoch, body.group_id,
+                                                      group_offsets.offsets_once(allowed), group_metadata,
                                                       transaction_version=transaction_version(
                                                           ApiKey.TXN_OFFSET_COMMIT, version),
                                                       each_partition=True)

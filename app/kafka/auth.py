@@ -460,7 +460,7 @@ RULES: dict[ApiKey, Callable[[Any], list[Need]]] = {
     ApiKey.END_TXN: lambda body: _transactional(body, body.transactional_id),
     ApiKey.TXN_OFFSET_COMMIT: _txn_offset_commit,
     ApiKey.SASL_AUTHENTICATE: _nothing,
-    # The classic group protocol (app.kafka.groups).
+    # The classic group protocol (app.kafka.groups; OffsetCommit and OffsetFetch app.kafka.group_offsets).
     ApiKey.OFFSET_COMMIT: _offset_commit,
     ApiKey.OFFSET_FETCH: _offset_fetch,
     ApiKey.JOIN_GROUP: _group(Operation.READ),
@@ -487,7 +487,7 @@ RULES: dict[ApiKey, Callable[[Any], list[Need]]] = {
     ApiKey.DESCRIBE_ACLS: lambda body: [(Operation.DESCRIBE, CLUSTER)],
     ApiKey.CREATE_ACLS: lambda body: [(Operation.ALTER, CLUSTER)],
     ApiKey.DELETE_ACLS: lambda body: [(Operation.ALTER, CLUSTER)],
-    # The administration of groups (app.kafka.groups).
+    # The administration of groups (app.kafka.groups; OffsetDelete app.kafka.group_offsets).
     ApiKey.DELETE_GROUPS: lambda body: [(Operation.DELETE, acl.group(g)) for g in body.groups_names],
     ApiKey.OFFSET_DELETE: lambda body: [(Operation.DELETE, acl.group(body.group_id))] + [
         (Operation.READ, acl.topic(t.name)) for t in body.topics],

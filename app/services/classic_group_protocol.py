@@ -38,6 +38,7 @@ from app.domain.group import (
     check_assignments_bytes,
     check_current_member,
     check_group_instance_id,
+    check_group_protocols_bytes,
     check_protocols_bytes,
     instance_holder,
     member_client,
@@ -148,6 +149,12 @@ class ClassicGroupProtocol:
             others = [[n for n, _ in m.protocols or []] for mid, m in current.items() if mid not in (member_id, replaced)]
             if select_protocol([[n for n, _ in protocols], *others]) is None:
                 raise InconsistentGroupProtocol(f"the member shares no protocol with the members of group {group_id!r}")
+            # Here, under the group's row lock (lock_group) and before the member is written in
+            # this transaction: checked before it, two joins at once could each find room for
+            # itself alone and pass the bound together.
+            check_group_protocols_bytes(protocols, replaced or member_id,
+                                        {mid: m.protocols for mid, m in current.items()},
+                                        self.settings.kafka_group_max_total_metadata_bytes)
             if not current:
                 groups.update_group(conn, group_id, protocol_type=protocol_type, protocol_name=None, leader_id=None,
                                     state=StoredGroupState.STABLE, rebalance_deadline_ms=None)
@@ -250,7 +257,8 @@ class ClassicGroupProtocol:
         # Whoever sends them: a follower's are ignored, but a request that carries such an
         # assignment is refused all the same, before it changes anything.
         check_assignments_bytes([(mid, data) for mid, (data, _) in (assignments or {}).items()],
-                                self.settings.kafka_group_max_metadata_bytes)
+                                self.settings.kafka_group_max_metadata_bytes,
+                                self.settings.kafka_group_max_total_metadata_bytes)
         now = self.clock()
         with self.db.write() as conn:
             g, current = _current_member(conn, group_id, member_id, generation_id, lock=RowLock.UPDATE,

@@ -62,6 +62,16 @@ class KafkaSettings(LogSettings):
     # is 1 MiB for the whole group. At most OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES: no request
     # could carry more.
     kafka_group_max_metadata_bytes: int = Field(default=1_048_576, ge=1024, le=2**31 - 1)
+    # The bytes of one Kafka door's group's members' protocols together, and of the assignments
+    # its leader's SyncGroup gives together: a JoinGroup that would bring the members' past it,
+    # or a SyncGroup whose assignments are past it, is refused with INVALID_REQUEST and nothing
+    # changes. The bound above is one member's, and OUTBOX_GROUP_MAX_SIZE (1,000) members each
+    # at it are 1 GiB of protocols and as much in assignments in one group, read whole by every
+    # waiting JoinGroup's ask (app.kafka.groups.WAIT_POLL_S), sent to its leader and in every
+    # DescribeGroups: one client could make the process hold gigabytes. At least the bound
+    # above, or a member that bound lets in would be refused alone (left unset, it is raised
+    # to that bound).
+    kafka_group_max_total_metadata_bytes: int = Field(default=16_777_216, ge=1024, le=2**63 - 1)
     # Kafka's connections.max.idle.ms: a connection that sends nothing for this long (between
     # requests, or inside a frame that never completes) is closed.
     kafka_connections_max_idle_ms: int = Field(default=600_000, ge=1)
@@ -115,6 +125,14 @@ class KafkaSettings(LogSettings):
                 raise ValueError("OUTBOX_KAFKA_GROUP_MAX_METADATA_BYTES exceeds OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES: "
                                  "no request could carry that much")
             self.__dict__["kafka_group_max_metadata_bytes"] = self.kafka_socket_request_max_bytes
+        if self.kafka_group_max_total_metadata_bytes < self.kafka_group_max_metadata_bytes:
+            # Left at its default, it follows a member's bound set above it: a deployment that
+            # raised that bound before this one existed starts as it did.
+            if "kafka_group_max_total_metadata_bytes" not in self.model_fields_set:
+                self.__dict__["kafka_group_max_total_metadata_bytes"] = self.kafka_group_max_metadata_bytes
+                return self
+            raise ValueError("OUTBOX_KAFKA_GROUP_MAX_TOTAL_METADATA_BYTES is less than "
+                             "OUTBOX_KAFKA_GROUP_MAX_METADATA_BYTES: a group could not hold one member at that bound")
         return self
 
     @classmethod

@@ -1,8 +1,9 @@
-"""OUTBOX_KAFKA_GROUP_MAX_METADATA_BYTES over the wire: a member's JoinGroup protocols and the
-assignments its leader's SyncGroup gives are stored with the group and sent back in every
-DescribeGroups and to every leader, so the bytes of each are bounded below the frame limit.
-Past the bound the request is answered INVALID_REQUEST, the group is left as it was, and one
-WARNING names the principal, never the bytes."""
+"""OUTBOX_KAFKA_GROUP_MAX_METADATA_BYTES and OUTBOX_KAFKA_GROUP_MAX_TOTAL_METADATA_BYTES over the
+wire: a member's JoinGroup protocols and the assignments its leader's SyncGroup gives are
+stored with the group and sent back in every DescribeGroups and to every leader, so the bytes
+of each are bounded below the frame limit, and a group's members' together. Past a bound the
+request is answered INVALID_REQUEST, the group is left as it was, and one WARNING names the
+principal, never the bytes."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from app.kafka.protocol import request_class
+from app.storage import groups
 from tests.helpers import create_topic
 from tests.kafka.conftest import Listener, ask, listener_with
-from tests.kafka.test_groups import DESCRIBE_V, assignment, join, subscription, sync
+from tests.kafka.test_groups import DESCRIBE_V, assignment, heartbeat, in_thread, join, subscription, sync
 
 pytestmark = pytest.mark.kafka
 
@@ -65,17 +67,12 @@ def _state(s: Any, group: str) -> Any:
 
 def _refusals(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records
-            if r.levelno == logging.WARNING and "refused" in r.getMessage() and "GROUP_MAX_METADATA" in r.getMessage()]
+            if r.levelno == logging.WARNING and "refused" in r.getMessage() and "OUTBOX_KAFKA_GROUP_MAX" in r.getMessage()]
 
 
-def _one_refusal_logged(bounded: Listener, caplog: pytest.LogCaptureFixture, *said: str) -> None:
-    """One WARNING of the door's refusal, saying `said` and never the bytes; none when only the
-    service's bound is lowered (the service answers, the door logs what it refuses itself)."""
-    lines = _refusals(caplog)
-    if bounded.door.services.settings.kafka_group_max_metadata_bytes != BOUND:
-        assert lines == []
-        return
-    (line,) = lines
+def _one_refusal_logged(caplog: pytest.LogCaptureFixture, *said: str) -> None:
+    """One WARNING of the refusal, the door's or the service's, saying `said` and never the bytes."""
+    (line,) = _refusals(caplog)
     assert all(s in line for s in said), line
     assert "PAYLOAD" not in line
 
@@ -87,7 +84,7 @@ def test_a_join_whose_metadata_is_past_the_bound_is_invalid_request_and_adds_no_
         joined = join(s, "g", protocols=(("range", _padded("range", BOUND + 1)),))
         assert (joined.error_code, joined.member_id, joined.generation_id) == (ErrorCode.invalid_request, "", -1)
         assert _state(s, "g") == ("Dead", "", [])
-    _one_refusal_logged(bounded, caplog, "JoinGroup of group 'g' from User:ANONYMOUS", f"{BOUND + 1} bytes")
+    _one_refusal_logged(caplog, "JoinGroup of group 'g' from User:ANONYMOUS", f"{BOUND + 1} bytes")
 
 
 def test_joins_refused_again_and_again_are_one_warning_a_while(
@@ -97,7 +94,7 @@ def test_joins_refused_again_and_again_are_one_warning_a_while(
     with bounded.connect() as s:
         for _ in range(3):
             assert join(s, "g", protocols=(("range", _padded("range", BOUND + 1)),)).error_code == ErrorCode.invalid_request
-    _one_refusal_logged(bounded, caplog, "JoinGroup of group 'g' from User:ANONYMOUS")
+    _one_refusal_logged(caplog, "JoinGroup of group 'g' from User:ANONYMOUS")
 
 
 def test_a_join_whose_protocols_together_are_past_the_bound_is_refused(bounded: Listener) -> None:
@@ -133,7 +130,7 @@ def test_a_member_rejoining_with_metadata_past_the_bound_leaves_the_group_as_it_
         # No rebalance began: the generation is the one the member synced, its metadata its first.
         assert _state(s, "g") == before == ("Stable", "range", [(joined.member_id, subscription("orders"), given)])
         assert sync(s, "g", 1, joined.member_id).error_code == ErrorCode.none
-    _one_refusal_logged(bounded, caplog, "JoinGroup of group 'g' from User:ANONYMOUS", f"{BOUND + 1} bytes")
+    _one_refusal_logged(caplog, "JoinGroup of group 'g' from User:ANONYMOUS", f"{BOUND + 1} bytes")
 
 
 def test_a_leaders_assignment_past_the_bound_is_invalid_request_and_stores_nothing(
@@ -147,7 +144,7 @@ def test_a_leaders_assignment_past_the_bound_is_invalid_request_and_stores_nothi
         assert sync(s, "g", 1, member, {member: too_large}).error_code == ErrorCode.invalid_request
         # The group still waits for its leader's assignment, and no member has one.
         assert _state(s, "g") == ("CompletingRebalance", "range", [(member, subscription("orders"), b"")])
-        _one_refusal_logged(bounded, caplog, "SyncGroup of group 'g' from User:ANONYMOUS", f"{len(too_large)} bytes")
+        _one_refusal_logged(caplog, "SyncGroup of group 'g' from User:ANONYMOUS", f"{len(too_large)} bytes")
         # One at the bound is taken.
         at_bound = too_large[:BOUND]
         synced = sync(s, "g", 1, member, {member: at_bound})
@@ -162,3 +159,109 @@ def test_the_default_bound_takes_a_real_clients_subscription_and_refuses_past_on
         assert join(s, "g").error_code == ErrorCode.none
         assert join(s, "h", protocols=(("range", _padded("range", 1_048_577)),)).error_code \
             == ErrorCode.invalid_request
+
+
+# --- The group's total (OUTBOX_KAFKA_GROUP_MAX_TOTAL_METADATA_BYTES) ------------------------
+
+TOTAL = BOUND + 1024
+
+
+@pytest.fixture(params=["door", "service"])
+def totalled(kafka: Listener, request: pytest.FixtureRequest) -> Iterator[Listener]:
+    """A listener whose groups' members hold at most TOTAL bytes of protocols together, and a
+    leader's assignments as many (each member's BOUND): the service checks a join's under the
+    group's lock, which only it can; a SyncGroup's the door first ("door", its bounds lowered
+    too), the service again."""
+    create_topic(kafka.client, "orders", partitions=2)
+    bounds = {"kafka_group_max_metadata_bytes": BOUND, "kafka_group_max_total_metadata_bytes": TOTAL}
+    service = kafka.services.classic_group_protocol
+    before = service.settings
+    service.settings = before.model_copy(update=bounds)
+    try:
+        if request.param == "door":
+            with listener_with(kafka, **bounds) as door:
+                yield door
+        else:
+            yield kafka
+    finally:
+        service.settings = before
+
+
+def _generation(listener: Listener, group: str) -> int | None:
+    with listener.services.db.read() as conn:
+        return groups.generation(conn, group)
+
+
+def _two_members(listener: Listener, a: Any, b: Any, a_size: int, b_size: int) -> tuple[str, str]:
+    """The members of "g" at generation 2, in CompletingRebalance: A (its protocols `a_size`
+    bytes), the leader, joined first, B (`b_size`) joined after, on connections `a` and `b`."""
+    first = join(a, "g", protocols=(("range", _padded("range", a_size)),))
+    assert (first.error_code, first.generation_id) == (ErrorCode.none, 1)
+    waiting, b_joined = in_thread(join, b, "g", protocols=(("range", _padded("range", b_size)),))
+    # B waits at the barrier until A joins again, which A learns from its heartbeat.
+    while heartbeat(a, "g", 1, first.member_id) == ErrorCode.none and waiting.is_alive():
+        pass
+    again = join(a, "g", first.member_id, protocols=(("range", _padded("range", a_size)),))
+    waiting.join(10)
+    (second,) = b_joined
+    assert (again.error_code, again.generation_id, second.error_code, second.generation_id) == (
+        ErrorCode.none, 2, ErrorCode.none, 2)
+    return first.member_id, second.member_id
+
+
+def test_a_join_that_would_bring_the_groups_protocols_past_the_total_is_refused_and_changes_nothing(
+        totalled: Listener, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="app.kafka")
+    with totalled.connect() as a, totalled.connect() as b:
+        a_id, b_id = _two_members(totalled, a, b, BOUND, TOTAL - BOUND - 100)
+        before = _state(a, "g")
+        # Each alone under the member's bound, the three together past the group's by one byte.
+        refused = join(b, "g", protocols=(("range", _padded("range", 101)),))
+        assert (refused.error_code, refused.member_id, refused.generation_id) == (ErrorCode.invalid_request, "", -1)
+        assert _state(a, "g") == before
+        assert sorted(m for m, _, _ in before[2]) == sorted([a_id, b_id])
+        assert _generation(totalled, "g") == 2
+    _one_refusal_logged(caplog, "JoinGroup of group 'g' from User:ANONYMOUS", f"{TOTAL + 1} bytes",
+                        "OUTBOX_KAFKA_GROUP_MAX_TOTAL_METADATA_BYTES")
+
+
+def test_a_join_bringing_the_groups_protocols_to_exactly_the_total_is_accepted(totalled: Listener) -> None:
+    with totalled.connect() as a, totalled.connect() as b:
+        _two_members(totalled, a, b, BOUND, TOTAL - BOUND)
+        assert sum(len("range") + len(metadata) for _, metadata, _ in _state(a, "g")[2]) == TOTAL
+
+
+def test_a_member_rejoining_with_as_many_bytes_in_a_group_at_the_total_is_accepted(totalled: Listener) -> None:
+    # Its own protocols are replaced, not added to: counted twice, the group would be past it.
+    with totalled.connect() as a, totalled.connect() as b:
+        a_id, b_id = _two_members(totalled, a, b, BOUND, TOTAL - BOUND)
+        changed = _padded("range", TOTAL - BOUND)[:-1] + b"!"
+        waiting, b_joined = in_thread(join, b, "g", b_id, protocols=(("range", changed),))
+        while heartbeat(a, "g", 2, a_id) == ErrorCode.none and waiting.is_alive():
+            pass
+        again = join(a, "g", a_id, protocols=(("range", _padded("range", BOUND)),))
+        waiting.join(10)
+        assert [(x.error_code, x.generation_id) for x in (again, *b_joined)] == [(ErrorCode.none, 3)] * 2
+        assert dict((m, metadata) for m, metadata, _ in _state(a, "g")[2])[b_id] == changed
+
+
+def test_a_leaders_assignments_past_the_total_together_are_refused_and_store_nothing(
+        totalled: Listener, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="app.kafka")
+    with totalled.connect() as a, totalled.connect() as b:
+        a_id, b_id = _two_members(totalled, a, b, 100, 100)
+        base = assignment({"orders": [0]})
+        a_given = base + PAD * ((BOUND - len(base)) // len(PAD))
+        b_given = (base + PAD * (BOUND // len(PAD)))[:TOTAL - len(a_given) + 1]
+        assert len(a_given) <= BOUND and len(b_given) <= BOUND  # each under the member's bound
+        before = _state(a, "g")
+        assert sync(a, "g", 2, a_id, {a_id: a_given, b_id: b_given}).error_code == ErrorCode.invalid_request
+        # The group still waits for its leader's assignments, and no member has one.
+        assert _state(a, "g") == before
+        assert before[0] == "CompletingRebalance" and [given for _, _, given in before[2]] == [b"", b""]
+        _one_refusal_logged(caplog, "SyncGroup of group 'g' from User:ANONYMOUS", f"{TOTAL + 1} bytes",
+                            "OUTBOX_KAFKA_GROUP_MAX_TOTAL_METADATA_BYTES")
+        # Together at the total, they are taken.
+        synced = sync(a, "g", 2, a_id, {a_id: a_given, b_id: b_given[:-1]})
+        assert (synced.error_code, synced.assignment) == (ErrorCode.none, a_given)
+        assert sync(b, "g", 2, b_id).assignment == b_given[:-1]

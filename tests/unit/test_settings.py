@@ -397,6 +397,19 @@ def test_the_group_metadata_bound_is_at_least_1024_and_at_most_the_frame_limit()
                  kafka_group_max_metadata_bytes=4097)
 
 
+def test_the_groups_total_metadata_bound_is_at_least_one_members() -> None:
+    assert Settings().kafka_group_max_total_metadata_bytes == 16 * 1_048_576
+    with pytest.raises(ValidationError, match="kafka_group_max_total_metadata_bytes"):
+        Settings(kafka_group_max_total_metadata_bytes=0)
+    with pytest.raises(ValidationError, match="OUTBOX_KAFKA_GROUP_MAX_TOTAL_METADATA_BYTES is less than "
+                                              "OUTBOX_KAFKA_GROUP_MAX_METADATA_BYTES"):
+        Settings(kafka_group_max_total_metadata_bytes=1_048_575)
+    assert Settings(kafka_group_max_total_metadata_bytes=1_048_576).kafka_group_max_total_metadata_bytes == 1_048_576
+    # Against the member's bound as it acts: left unset below a lower frame limit, that limit.
+    assert Settings(kafka_socket_request_max_bytes=4096, kafka_queued_max_request_bytes=4096,
+                    kafka_group_max_total_metadata_bytes=4096).kafka_group_max_total_metadata_bytes == 4096
+
+
 def test_the_group_metadata_bound_left_unset_is_a_lower_frame_limit_and_not_counted_as_set() -> None:
     # A deployment whose frames are bounded below 1 MiB starts as it did, and `outbox serve`
     # without a listener names only what was given.
@@ -433,3 +446,10 @@ def test_a_bounded_settings_readme_row_says_what_it_accepts(name: str) -> None:
     row = README_ROWS.get(f"OUTBOX_{name.upper()}", "")
     said = accepted_range(name).removesuffix(".")
     assert re.search(rf" {re.escape(said)}( \([^)]*\))?\. \|$", row), f"OUTBOX_{name.upper()}: its row should end {said!r}"
+
+
+def test_the_groups_total_metadata_bound_left_unset_follows_a_larger_members_bound() -> None:
+    # A deployment that raised a member's bound past 16 MiB starts as it did before this bound.
+    raised = Settings(kafka_group_max_metadata_bytes=32 << 20)
+    assert (raised.kafka_group_max_total_metadata_bytes, raised.kafka_settings_without_listener()) == (
+        32 << 20, ["OUTBOX_KAFKA_GROUP_MAX_METADATA_BYTES"])
