@@ -1,5 +1,5 @@
 """Query parameters a route does not take, or takes once but are given more than once, are
-refused, as a body's unknown fields are.
+refused, as a body's unknown fields are; so is an integer written other than in decimal digits.
 
 `?ofset=3&isolaton=read_uncommitted` was answered 200 from offset 0, read_committed: the
 misspelt names were dropped without a word, and the caller got another slice than the one it
@@ -19,9 +19,10 @@ endpoint's parameters and those of its dependencies, once per route.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, get_args
 
 from fastapi import Request
 from fastapi._compat import ModelField, field_annotation_is_sequence
@@ -32,6 +33,7 @@ from fastapi.exceptions import RequestValidationError
 class _Parameters(NamedTuple):
     names: frozenset[str]
     lists: frozenset[str]  # those that may be given more than once
+    integers: frozenset[str]  # those that are integers: written in decimal digits only
 
 
 # Each route's query parameters, by the route object (the routers' routes live as long as the
@@ -57,13 +59,27 @@ def list_parameters(dependant: Dependant) -> frozenset[str]:
                      if field_annotation_is_sequence(field.field_info.annotation))
 
 
+def integer_parameters(dependant: Dependant) -> frozenset[str]:
+    """Those of them whose type is an integer (optional or not; never a bool)."""
+    def is_integer(annotation: Any) -> bool:
+        return annotation is int or (annotation is not bool and int in get_args(annotation))
+    return frozenset(field.alias for field in _query_fields(dependant) if is_integer(field.field_info.annotation))
+
+
+# An integer as a query parameter: decimal digits, a minus sign before them. Pydantic's lax
+# parsing, which FastAPI applies to query strings, also takes Python's literals: `offset=1_0`
+# was read as 10, ` 7` and `+7` as 7.
+_INTEGER = re.compile(r"-?[0-9]+")
+
+
 def _known(route: Any) -> _Parameters | None:
     found = _KNOWN.get(id(route))
     if found is None or found[0] is not route:
         dependant = getattr(route, "dependant", None)
         if dependant is None:
             return None
-        found = _KNOWN[id(route)] = (route, _Parameters(query_parameters(dependant), list_parameters(dependant)))
+        found = _KNOWN[id(route)] = (route, _Parameters(query_parameters(dependant), list_parameters(dependant),
+                                                        integer_parameters(dependant)))
     return found[1]
 
 
@@ -77,11 +93,15 @@ async def refuse_unknown_query_parameters(request: Request) -> None:
     unknown = sorted(name for name in given if name not in known.names)
     repeated = sorted(name for name, times in given.items()
                       if times > 1 and name in known.names and name not in known.lists)
-    if unknown or repeated:
+    not_integers = sorted({name for name, value in request.query_params.multi_items()
+                           if name in known.integers and not _INTEGER.fullmatch(value)})
+    if unknown or repeated or not_integers:
         listed = ", ".join(sorted(known.names)) or "none"
         raise RequestValidationError([
             *({"loc": ("query", name), "msg": f"unknown parameter; known parameters: {listed}",
                "type": "extra_forbidden"} for name in unknown),
             *({"loc": ("query", name), "msg": f"given {given[name]} times; give it once",
                "type": "repeated"} for name in repeated),
+            *({"loc": ("query", name), "msg": "an integer is written in decimal digits only, a minus sign before them",
+               "type": "int_parsing"} for name in not_integers),
         ])

@@ -39,6 +39,24 @@ def test_the_parameters_a_route_takes_are_still_taken(client: Any) -> None:
     assert [r["offset"] for r in answer.json()["records"]] == [3, 4]
 
 
+@pytest.mark.parametrize("written", ["1_0", "+3", " 3", "3.0", "0x3", "３"])
+def test_an_integer_parameter_written_other_than_in_decimal_digits_is_refused(client: Any, written: str) -> None:
+    # Pydantic's lax parsing read `offset=1_0` as 10: another slice than the one written.
+    _records(client)
+    answer = client.get("/v1/topics/orders/partitions/0/records", params={"offset": written})
+    assert answer.status_code == 422, answer.text
+    assert [(e["field"], e["problem"]) for e in answer.json()["details"]["errors"]] == [
+        ("query.offset", "an integer is written in decimal digits only, a minus sign before them")]
+
+
+def test_an_integer_parameter_in_decimal_digits_is_taken(client: Any) -> None:
+    _records(client)
+    assert [r["offset"] for r in client.get("/v1/topics/orders/partitions/0/records?offset=03").json()["records"]] == [
+        3, 4]
+    answer = client.get("/v1/topics/orders/partitions/0/records?offset=-1")
+    assert answer.status_code == 422 and answer.json()["details"]["errors"][0]["field"] == "query.offset"
+
+
 def test_a_send_with_a_query_parameter_is_refused_and_appends_nothing(client: Any) -> None:
     assert client.post("/v1/topics", json={"name": "orders", "partitions": 1}).status_code == 201
     answer = client.post("/v1/records?acks=all", json={"batches": [
