@@ -23,7 +23,7 @@ from app.api.methods import HeadAsGet
 from app.api.path_guard import EncodedSlashGuard
 from app.api.deps import require_schema
 from app.composition import Services, serve_chores
-from app.services.byte_budget import ByteBudget
+from app.services.byte_budget import ByteBudget, Shares
 from app.services.schema_gate import RECHECK_MAX_S, SchemaGate
 from app.services.security import SecurityState
 from app.api.json_body import JsonBody
@@ -32,7 +32,7 @@ from app.api.rate_history import RateHistory
 from app.api.routers import (acls, console_history, fetch, groups, health, metrics, producers, records, topics,
                              transactions)
 from app.api.query_guard import refuse_unknown_query_parameters
-from app.api.security import authenticate, metrics_dependencies
+from app.api.security import authenticate, metrics_dependencies, principal_of
 from app.domain.clock import Clock, system_clock
 from app.settings import Limit, Settings
 from app.storage import migrate
@@ -128,9 +128,16 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock, *,
 
     # Innermost, so that the metrics and the access log see a HEAD as sent (app.api.methods).
     app.add_middleware(HeadAsGet)
-    # One budget for the process's request bodies (OUTBOX_HTTP_MAX_QUEUED_BODY_BYTES).
+    # One budget for the process's request bodies (OUTBOX_HTTP_MAX_QUEUED_BODY_BYTES), and each
+    # principal's share of it. With authentication off every caller is User:ANONYMOUS, whose
+    # share is the whole budget: a share per client address, as the waiting bounds count, would
+    # cut a lone local producer's large Sends to a quarter of what they had, and a caller who
+    # may do everything (delete topics, abort transactions) is not kept from much by it.
     app.state.body_budget = ByteBudget(settings.http_max_queued_body_bytes)
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes, budget=app.state.body_budget)
+    app.state.body_shares = Shares(settings.http_max_queued_body_bytes_per_principal
+                                   if settings.authentication_methods else settings.http_max_queued_body_bytes)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes, budget=app.state.body_budget,
+                       shares=app.state.body_shares, principal_of=principal_of)
     app.add_middleware(EncodedSlashGuard)
     # Outermost: it also counts and logs what the two above refuse.
     request_metrics.install(app, settings)

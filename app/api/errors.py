@@ -167,8 +167,8 @@ def documented(*statuses: int) -> dict[int | str, dict]:
     """`responses=` for a route: the error statuses it may answer, all with ErrorResponse.
 
     422 (schema), 413 (a body over OUTBOX_MAX_REQUEST_BYTES, refused by app.api.body_limit
-    before any route runs), 429 (a body over 1 MiB past OUTBOX_HTTP_MAX_QUEUED_BODY_BYTES, refused
-    there too) and 503 (database unavailable) can answer any route."""
+    before any route runs), 429 (a body over 1 MiB past OUTBOX_HTTP_MAX_QUEUED_BODY_BYTES or its
+    principal's share of it, refused there too) and 503 (database unavailable) can answer any route."""
     from app.api.schemas.common import ErrorResponse
 
     text = {
@@ -182,7 +182,8 @@ def documented(*statuses: int) -> dict[int | str, dict]:
         416: "offset out of range",
         429: "THROTTLING_QUOTA_EXCEEDED: too many requests already wait (for records, or for pending offsets) in "
              "this process or of this principal, or a body over 1 MiB does not fit beside the request bodies this "
-             "process holds (OUTBOX_HTTP_MAX_QUEUED_BODY_BYTES); retriable, with Retry-After",
+             "process or this principal holds (OUTBOX_HTTP_MAX_QUEUED_BODY_BYTES, _PER_PRINCIPAL); retriable, "
+             "with Retry-After",
         422: "the body or a parameter does not match the schema",
         503: "database unavailable (STORAGE_UNAVAILABLE), or its schema not migrated yet "
              "(SCHEMA_NOT_MIGRATED: run `outbox migrate`); retriable",

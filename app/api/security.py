@@ -18,6 +18,12 @@ Credentials, in the order they are looked for:
   pages and the console can be opened with an API key);
 - the TLS client certificate with mtls on: User:<its subject, RFC 4514>.
 A request that carries an Authorization header is judged by it, certificate or not.
+
+Before any route, the body limit (app.api.body_limit) asks `principal_of` whose a large body is,
+to count it in that principal's share of the body budget: the same credentials read the same
+way (`_credited`), from the headers alone and from the keys and tokens this process remembers
+(a key not seen before costs its one scrypt there rather than in the route); a refusal there
+is neither counted nor answered, the route's `authenticate` does that.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from fastapi.concurrency import run_in_threadpool
+from starlette.types import Scope
 
 from app import metrics
 from app.domain import acl
@@ -38,6 +45,7 @@ from app.domain.errors import (
     AuthorizationFailed,
     ClusterAuthorizationFailed,
     GroupAuthorizationFailed,
+    OutboxError,
     TopicAuthorizationFailed,
     TransactionalIdAuthorizationFailed,
 )
@@ -79,9 +87,7 @@ async def authenticate(request: Request) -> Principal:
     also takes AccessDep authenticates once."""
     state: SecurityState | None = request.app.state.security
     if state is None:
-        if request.app.state.settings.authentication is None and _remote(request):
-            # Unset (not `none`) means local callers only, whatever started the app: `outbox
-            # serve` refuses to listen elsewhere, and this holds for `uvicorn app.main:app` too.
+        if _local_callers_only(request):
             metrics.AUTHENTICATION_FAILURES.labels("none").inc()
             raise AuthenticationFailed(
                 "authentication is not configured, so this service answers local callers only: set "
@@ -90,19 +96,7 @@ async def authenticate(request: Request) -> Principal:
     methods = state.settings.authentication_methods
     header = request.headers.get("authorization")
     try:
-        if header is not None:
-            principal = await _from_header(state, methods, header, request.client.host if request.client else None)
-            if header.lstrip()[:6].lower() == "basic ":
-                _refuse_cross_site(request)
-            return principal
-        if "mtls" in methods:
-            subject = _certificate_subject(request)
-            if subject is not None:
-                _refuse_cross_site(request)
-                return Principal(acl.principal_name(subject), "mtls")
-        raise AuthenticationFailed(
-            "this operation needs credentials: " + _how(methods)
-        )
+        return await _credited(state, request)
     except AuthenticationFailed as e:
         method = e.details.get("method", "none") if e.details else ("none" if header is None else "unknown")
         metrics.AUTHENTICATION_FAILURES.labels(method).inc()
@@ -112,6 +106,54 @@ async def authenticate(request: Request) -> Principal:
         if e.challenges is None:
             e.challenges = challenge(methods, request)
         raise
+
+
+async def _credited(state: SecurityState, request: Request) -> Principal:
+    """The principal the request's credentials name, or AuthenticationFailed (neither counted
+    nor audited: the caller does that)."""
+    methods = state.settings.authentication_methods
+    header = request.headers.get("authorization")
+    if header is not None:
+        principal = await _from_header(state, methods, header, request.client.host if request.client else None)
+        if header.lstrip()[:6].lower() == "basic ":
+            _refuse_cross_site(request)
+        return principal
+    if "mtls" in methods:
+        subject = _certificate_subject(request)
+        if subject is not None:
+            _refuse_cross_site(request)
+            return Principal(acl.principal_name(subject), "mtls")
+    raise AuthenticationFailed(
+        "this operation needs credentials: " + _how(methods)
+    )
+
+
+async def principal_of(scope: Scope) -> str | None:
+    """Whose a request is, from its headers alone, before anything of it is routed or read
+    (app.api.body_limit: whose share of the body budget a large body takes): the principal
+    `authenticate` finds for the same credentials, or None where authenticate would refuse
+    them, and where it cannot tell yet (the database's schema not at head: the route answers
+    SCHEMA_NOT_MIGRATED first; the database unavailable). None is neither counted nor
+    audited, nor answered here: the request goes on to its route, whose own authenticate
+    refuses it once, as it would have without this look (or a route that takes no
+    credentials answers it as before)."""
+    request = Request(scope)
+    state: SecurityState | None = request.app.state.security
+    if state is None:
+        return None if _local_callers_only(request) else str(NOBODY)
+    if not request.app.state.schema_gate.open:
+        return None
+    try:
+        return str(await _credited(state, request))
+    except OutboxError:  # AuthenticationFailed, or the database's error: the route answers it
+        return None
+
+
+def _local_callers_only(request: Request) -> bool:
+    """Authentication off, and a caller this service does not answer: unset (not `none`) means
+    local callers only, whatever started the app (`outbox serve` refuses to listen elsewhere,
+    and this holds for `uvicorn app.main:app` too)."""
+    return request.app.state.settings.authentication is None and _remote(request)
 
 
 def _navigating(request: Request) -> bool:

@@ -351,8 +351,9 @@ class ResourceNotFound(OutboxError):
 
 class ThrottlingQuotaExceeded(OutboxError):
     """Too many requests wait for records in this process, or of this principal (retry later,
-    or ask without waiting); or the request bodies this process holds leave no room for this
-    one's (OUTBOX_HTTP_MAX_QUEUED_BODY_BYTES: retry later).
+    or ask without waiting); or the request bodies this process holds, or those of this
+    principal, leave no room for this one's (OUTBOX_HTTP_MAX_QUEUED_BODY_BYTES and
+    OUTBOX_HTTP_MAX_QUEUED_BODY_BYTES_PER_PRINCIPAL: retry later).
 
     Kafka's code for a request refused by a quota rather than delayed (KIP-599), retriable as
     there: a place frees as soon as another waiting request ends."""

@@ -186,6 +186,14 @@ class Settings(KafkaSettings):
     # THROTTLING_QUOTA_EXCEEDED (429, retriable); bodies of 1 MiB or less never are. At least
     # OUTBOX_MAX_REQUEST_BYTES, or a body of the largest size would never be taken.
     http_max_queued_body_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)
+    # Of those, the bytes one principal's bodies hold: the budget is taken before a body is read,
+    # so before its ACLs are checked, and without a share a principal with a key and no ACL
+    # held the whole budget with a few slow bodies, every other principal's large Send refused
+    # meanwhile. Refused past it as past the total (details.bound body_bytes_per_principal).
+    # Between OUTBOX_MAX_REQUEST_BYTES (one whole body fits) and the total; left unset, it
+    # follows either where they leave 64 MiB outside. Authentication off, every caller is one
+    # principal whose share is the whole budget (app.api.app).
+    http_max_queued_body_bytes_per_principal: int = Field(default=64 * 1024 * 1024, ge=1024)
     max_partitions_per_topic: int = Field(default=1024, ge=1)
     # Kafka's broker message.max.bytes: the max_message_bytes of a topic created without one.
     message_max_bytes: int = Field(default=DEFAULT_MAX_MESSAGE_BYTES, ge=1, le=2**31 - 1)
@@ -475,6 +483,18 @@ class Settings(KafkaSettings):
             )
         if self.http_max_queued_body_bytes < self.max_request_bytes:
             raise ValueError("OUTBOX_HTTP_MAX_QUEUED_BODY_BYTES is less than OUTBOX_MAX_REQUEST_BYTES: "
+                             "a body of the largest size would always be refused")
+        if "http_max_queued_body_bytes_per_principal" not in self.model_fields_set:
+            # Left at its default, within the total set lower (as the waiting bounds' share) and
+            # above a larger body's bound, so that a deployment which set either alone starts as
+            # it did before the share existed.
+            self.__dict__["http_max_queued_body_bytes_per_principal"] = min(
+                max(self.http_max_queued_body_bytes_per_principal, self.max_request_bytes),
+                self.http_max_queued_body_bytes)
+        if self.http_max_queued_body_bytes_per_principal > self.http_max_queued_body_bytes:
+            raise ValueError("OUTBOX_HTTP_MAX_QUEUED_BODY_BYTES_PER_PRINCIPAL exceeds OUTBOX_HTTP_MAX_QUEUED_BODY_BYTES")
+        if self.http_max_queued_body_bytes_per_principal < self.max_request_bytes:
+            raise ValueError("OUTBOX_HTTP_MAX_QUEUED_BODY_BYTES_PER_PRINCIPAL is less than OUTBOX_MAX_REQUEST_BYTES: "
                              "a body of the largest size would always be refused")
         if self.max_waiting_requests >= self.http_max_connections:
             # Each waiting HTTP request holds a connection: waits alone could then take every

@@ -6,10 +6,12 @@ Connection handling does not depend on the database, so SQLite alone is enough h
 from __future__ import annotations
 
 import resource
+import select
 import signal
 import socket
 import threading
 import time
+from json import loads
 
 import httpx
 import pytest
@@ -343,3 +345,39 @@ def test_a_large_body_past_the_body_budget_is_refused_while_another_is_held_and_
             assert r.json()["error_code"] == "INVALID_REQUEST"
     finally:
         held.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_a_principal_with_no_acl_holding_slow_bodies_leaves_another_principal_room_for_its_large_send(launcher) -> None:  # type: ignore[no-untyped-def]
+    # The review's case: a key and no ACL, two connections declaring 4,000,000 bytes that send
+    # nothing more, against 8 MiB in all; without OUTBOX_HTTP_MAX_QUEUED_BODY_BYTES_PER_PRINCIPAL
+    # both held, and every other principal's large Send was refused for as long as they did.
+    mib = 1 << 20
+    server = launcher.server(authentication="api_key", super_users="User:admin", max_request_bytes=4 * mib,
+                             http_max_queued_body_bytes=8 * mib, http_max_queued_body_bytes_per_principal=4 * mib,
+                             http_request_timeout_s=60)
+    keys = {name: loads(launcher.cli("principals", "create", name))["api_key"] for name in ("admin", "alice", "mallory")}
+    acl = {"principal": "User:alice", "resource_type": "topic", "resource_name": "orders", "pattern_type": "literal",
+           "operation": "write", "permission": "allow"}
+    with server.client(headers={"Authorization": f"Bearer {keys['admin']}"}) as admin:
+        assert admin.post("/v1/topics", json={"name": "orders"}).status_code == 201
+        assert admin.post("/v1/acls", json={"acls": [acl]}).status_code < 300
+    slow = [socket.create_connection(("127.0.0.1", server.port), timeout=30) for _ in range(2)]
+    try:
+        for connection in slow:
+            connection.sendall(b"POST /v1/records HTTP/1.1\r\nhost: outbox\r\ncontent-type: application/json\r\n"
+                               b"authorization: Bearer %s\r\ncontent-length: 4000000\r\n\r\n{" % keys["mallory"].encode())
+        # One of the two is refused at once, unread; the other holds its 4,000,000 bytes.
+        ready, _, _ = select.select(slow, [], [], 30)
+        assert len(ready) == 1, "neither or both of mallory's bodies were refused"
+        answer = ready[0].recv(65536).decode()
+        assert answer.startswith("HTTP/1.1 429"), answer
+        assert '"bound":"body_bytes_per_principal"' in answer.replace(" ", ""), answer
+        # Meanwhile alice's Send of 2.8 MB fits beside it.
+        send = {"batches": [{"topic": "orders", "partition": 0, "records": [{"value": "x" * 700_000}] * 4}]}
+        with server.client(headers={"Authorization": f"Bearer {keys['alice']}"}) as alice:
+            r = alice.post("/v1/records", json=send)
+            assert r.status_code == 200, r.text
+    finally:
+        for connection in slow:
+            connection.close()

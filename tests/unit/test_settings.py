@@ -213,6 +213,41 @@ def test_the_http_body_budget_holds_at_least_one_body_of_the_largest_size() -> N
     assert Settings(max_request_bytes=2_000_000, http_max_queued_body_bytes=2_000_000).http_max_queued_body_bytes == 2_000_000
 
 
+def test_one_principals_share_of_the_http_body_budget_is_a_quarter_of_it_by_default() -> None:
+    settings = Settings()
+    assert settings.http_max_queued_body_bytes_per_principal == 64 * 1024 * 1024
+    assert settings.http_max_queued_body_bytes_per_principal * 4 == settings.http_max_queued_body_bytes
+
+
+def test_one_principals_share_of_the_http_body_budget_must_not_exceed_the_budget() -> None:
+    with pytest.raises(ValidationError, match="OUTBOX_HTTP_MAX_QUEUED_BODY_BYTES_PER_PRINCIPAL exceeds "
+                                              "OUTBOX_HTTP_MAX_QUEUED_BODY_BYTES"):
+        Settings(http_max_queued_body_bytes=100_000_000, http_max_queued_body_bytes_per_principal=100_000_001)
+    assert Settings(http_max_queued_body_bytes=100_000_000,
+                    http_max_queued_body_bytes_per_principal=100_000_000).http_max_queued_body_bytes_per_principal \
+        == 100_000_000
+
+
+def test_one_principals_share_of_the_http_body_budget_holds_at_least_one_body_of_the_largest_size() -> None:
+    with pytest.raises(ValidationError, match="OUTBOX_HTTP_MAX_QUEUED_BODY_BYTES_PER_PRINCIPAL is less than "
+                                              "OUTBOX_MAX_REQUEST_BYTES"):
+        Settings(max_request_bytes=2_000_000, http_max_queued_body_bytes_per_principal=1_999_999)
+    with pytest.raises(ValidationError, match="greater than or equal to 1024"):
+        Settings(max_request_bytes=1024, http_max_queued_body_bytes=1024, http_max_queued_body_bytes_per_principal=1023)
+
+
+@pytest.mark.parametrize(("max_request", "total", "share"), [
+    (2_000_000, 10_000_000, 10_000_000),  # a lower budget: its share is all of it, as the waiting bounds' is
+    (100_000_000, 1_000_000_000, 100_000_000),  # a larger body: the share holds one
+])
+def test_one_principals_share_left_unset_follows_a_lower_body_budget_or_a_larger_body(
+        max_request: int, total: int, share: int) -> None:
+    # A deployment that had set either alone before the share existed starts as it did.
+    settings = Settings(max_request_bytes=max_request, http_max_queued_body_bytes=total)
+    assert settings.http_max_queued_body_bytes_per_principal == share
+    assert "http_max_queued_body_bytes_per_principal" not in settings.model_fields_set
+
+
 def test_the_http_send_timeout_is_at_least_a_second() -> None:
     assert Settings().http_send_timeout_s == 60
     with pytest.raises(ValidationError, match="greater than or equal to 1"):
