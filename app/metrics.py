@@ -54,13 +54,14 @@ WAITING_REQUESTS = Gauge(
 SPOOLED_BYTES = Gauge(
     "outbox_spooled_bytes",
     "Bytes of large answers (Fetches, streams' reads) spooled in memory and on disk for clients "
-    "behind in reading them; at most OUTBOX_FETCH_SPOOL_MAX_BYTES.",
+    "behind in reading them; at most OUTBOX_FETCH_SPOOL_MAX_BYTES, but for answers admitted together "
+    "(each takes past it rather than hold a connection beyond half the pool).",
 )
 SPOOL_WAITING_READS = Gauge(
     "outbox_spool_waiting_reads",
     "Reads of large answers waiting for room in the spool, each holding its database connection "
-    "for its client's pace; at most half of OUTBOX_DB_POOL_SIZE, past which a new large answer "
-    "is refused (429 THROTTLING_QUOTA_EXCEEDED).",
+    "for its client's pace; at most half of OUTBOX_DB_POOL_SIZE: with that many, a new large "
+    "answer is refused (429 THROTTLING_QUOTA_EXCEEDED).",
 )
 FETCH_READS = Counter(
     "outbox_fetch_reads",

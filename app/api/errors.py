@@ -181,9 +181,10 @@ def documented(*statuses: int) -> dict[int | str, dict]:
         415: "the body is not sent as JSON (content-type: application/json)",
         416: "offset out of range",
         429: "THROTTLING_QUOTA_EXCEEDED: too many requests already wait (for records, or for pending offsets) in "
-             "this process or of this principal, or a body over 1 MiB does not fit beside the request bodies this "
-             "process or this principal holds (OUTBOX_HTTP_MAX_QUEUED_BODY_BYTES, _PER_PRINCIPAL); retriable, "
-             "with Retry-After",
+             "this process or of this principal, or a Fetch's answer over 1 MiB would wait for its client beside "
+             "the most that may (OUTBOX_FETCH_SPOOL_MAX_BYTES), or a body over 1 MiB does not fit beside the "
+             "request bodies this process or this principal holds (OUTBOX_HTTP_MAX_QUEUED_BODY_BYTES, "
+             "_PER_PRINCIPAL); retriable, with Retry-After",
         422: "the body or a parameter does not match the schema",
         503: "database unavailable (STORAGE_UNAVAILABLE), or its schema not migrated yet "
              "(SCHEMA_NOT_MIGRATED: run `outbox migrate`); retriable",

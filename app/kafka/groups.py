@@ -305,7 +305,7 @@ class GroupApis:
                     raise RebalanceInProgress(f"the leader of group {body.group_id!r} gave no assignment in time")
                 poll_s = await self._wait(seen, poll_s)
             self._notify()
-        except GroupMetadataTooLarge as e:  # the service's own check, where its bounds are lower
+        except GroupMetadataTooLarge as e:  # the service's own check (the same bounds: tests give it lower ones)
             _too_large(self._warn_of_too_large, "SyncGroup", body.group_id, e)
             return answer(error_code(e))
         except OutboxError as e:

@@ -64,11 +64,14 @@ class SpoolBytes:
     while they would pass `max_bytes` (a frame alone always goes, or a frame larger than the
     bound would wait for ever), until `give_up()`.
 
-    A read waiting here holds its snapshot's connection for its client's pace. `crowded()` says
-    when `max_waiting` reads already do: a new large answer is then refused (LongPoll.fetch)
-    rather than started, so that clients which stop reading (however many, and whoever they
-    are) hold no more connections than that and never the whole pool, which the service's
-    other requests and its chores (the coordinator's timeouts) need."""
+    A read waiting here holds its snapshot's connection for its client's pace, so at most
+    `max_waiting` reads wait at once: clients which stop reading (however many, and whoever
+    they are) never hold the whole pool, which the service's other requests and its chores (the
+    coordinator's timeouts) need. `crowded()` says when that many wait: a new large answer is
+    then refused (LongPoll.fetch) rather than started. A read that finds that many waiting all
+    the same (one admitted before they were, or a stream's next read) takes its bytes past the
+    bound rather than wait: the bound is passed by at most the reads admitted while there was
+    room, each a Fetch's bytes at most, and those reads give their connections back."""
 
     WAIT_S = 0.1  # how often a waiting spool looks whether it was closed, or caught up, meanwhile
 
@@ -84,7 +87,7 @@ class SpoolBytes:
         if not n:
             return True
         with self._freed:
-            if self.used and self.used + n > self.max_bytes:
+            if self.used and self.used + n > self.max_bytes and self.waiting < self.max_waiting:
                 self.waiting += 1
                 metrics.SPOOL_WAITING_READS.inc()
                 try:

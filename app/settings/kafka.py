@@ -128,11 +128,10 @@ class KafkaSettings(LogSettings):
         if self.kafka_group_max_total_metadata_bytes < self.kafka_group_max_metadata_bytes:
             # Left at its default, it follows a member's bound set above it: a deployment that
             # raised that bound before this one existed starts as it did.
-            if "kafka_group_max_total_metadata_bytes" not in self.model_fields_set:
-                self.__dict__["kafka_group_max_total_metadata_bytes"] = self.kafka_group_max_metadata_bytes
-                return self
-            raise ValueError("OUTBOX_KAFKA_GROUP_MAX_TOTAL_METADATA_BYTES is less than "
-                             "OUTBOX_KAFKA_GROUP_MAX_METADATA_BYTES: a group could not hold one member at that bound")
+            if "kafka_group_max_total_metadata_bytes" in self.model_fields_set:
+                raise ValueError("OUTBOX_KAFKA_GROUP_MAX_TOTAL_METADATA_BYTES is less than "
+                                 "OUTBOX_KAFKA_GROUP_MAX_METADATA_BYTES: a group could not hold one member at that bound")
+            self.__dict__["kafka_group_max_total_metadata_bytes"] = self.kafka_group_max_metadata_bytes
         return self
 
     @classmethod

@@ -553,5 +553,6 @@ def test_aborted_connections_are_one_info_line_naming_the_setting(caplog: pytest
 
 
 def test_the_served_protocol_has_the_send_timeout_of_the_settings() -> None:
-    protocol = protocol_class(Settings(http_send_timeout_s=7))
-    assert any(cls.__name__ == "SendTimeoutProtocol" for cls in protocol.__mro__)
+    # Two seconds with nothing taken: past a 1 s timeout, within a 60 s one.
+    assert paused(protocol_class(Settings(http_send_timeout_s=1)), 2.5) == [True] * 3
+    assert paused(protocol_class(Settings(http_send_timeout_s=60)), 2.5) == [False] * 3

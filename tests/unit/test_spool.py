@@ -198,6 +198,32 @@ async def _the_bound_is_crowded_once_as_many_reads_as_may_wait_for_room() -> Non
     assert (files.waiting, files.used) == (0, 0)
 
 
+def test_a_read_that_finds_as_many_waiting_as_may_takes_past_the_bound_rather_than_wait(spool_dir: Path) -> None:
+    asyncio.run(_a_read_that_finds_as_many_waiting_as_may_takes_past_the_bound_rather_than_wait())
+
+
+async def _a_read_that_finds_as_many_waiting_as_may_takes_past_the_bound_rather_than_wait() -> None:
+    # Reads admitted together all passed crowded() before any waited: those past the first
+    # max_waiting must not hold their connections for their clients too.
+    files = SpoolBytes(3_000, max_waiting=1)
+    first_ended, waiting_ended, past_ended = threading.Event(), threading.Event(), threading.Event()
+    first = Spool(frames(2, 1000, []), first_ended.set, files)  # fills the bound, nobody reading
+    assert await asyncio.to_thread(first_ended.wait, 10)
+    waiting = Spool(frames(2, 1000, []), waiting_ended.set, files)
+    for _ in range(200):
+        if files.waiting == 1:
+            break
+        await asyncio.sleep(0.05)
+    past = Spool(frames(3, 1000, []), past_ended.set, files)
+    assert await asyncio.to_thread(past_ended.wait, 10)  # read to its end, its snapshot closed
+    assert (files.waiting, waiting_ended.is_set(), files.used) == (1, False, 5 * FRAME_ON_FILE)
+    got = [frame async for frame in past.read()]
+    assert got == [(n, bytes([n]) * 1000) for n in range(3)]
+    for spool in (first, waiting, past):
+        await spool.close()
+    assert (files.waiting, files.used) == (0, 0)
+
+
 def test_a_spool_closed_while_it_waits_for_the_bound_ends_its_read(spool_dir: Path) -> None:
     asyncio.run(_a_spool_closed_while_it_waits_for_the_bound_ends_its_read())
 

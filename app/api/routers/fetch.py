@@ -37,7 +37,9 @@ async def fetch_partitions(body: Annotated[MultiFetchRequest, json_body(MultiFet
     that cannot be read (unknown, out of range, no READ on its topic) is answered with its own
     `error_code`, and the others are read. Past the most requests that may wait, a fetch that
     would wait answers the records it has, or, with none, 429 THROTTLING_QUOTA_EXCEEDED
-    (retriable). Needs READ on each topic."""
+    (retriable); so is an answer over 1 MiB while the most reads that may wait for clients
+    that do not read theirs already do (OUTBOX_FETCH_SPOOL_MAX_BYTES). Needs READ on each
+    topic."""
     if duplicated((p.topic, p.partition) for p in body.partitions):
         raise InvalidRequest("a partition is named twice")
     allowed = [p for p in body.partitions if access.allows(Operation.READ, acl.topic(p.topic))]

@@ -412,10 +412,10 @@
   async function topics() {
     const page = shown;
     const [list, groupList, whole] = await Promise.all([api("/v1/topics").then(x => x.topics),
-      api("/v1/groups").then(x => x.groups, () => []), listsAreWhole()]);
+      api("/v1/groups").then(x => x.groups, () => null), listsAreWhole()]);
     const [described, lags] = await Promise.all([
       Promise.all(list.slice(0, DETAILS_LIMIT).map(t => api(`/v1/topics/${enc(t.name)}`).catch(() => null))),
-      groupLags(groupList)]);
+      groupLags(groupList || [])]);
     if (page !== shown) return;
     // Per topic, the group furthest behind on it: its lag summed over the topic's partitions
     // (unknown where it has committed no offset there).
@@ -432,8 +432,10 @@
     const sum = (t, k) => t.partitions.reduce((a, p) => a + p[k], 0);
     // A topic's config is null to a principal without describe_configs on it.
     const configCell = (t, shown) => (t.config === null ? "–" : shown(t.config));
-    // No group on a topic is known only where every group was listed and its lag answered.
-    const noGroup = whole && lags.every(l => l) ? "no group" : "none you may describe";
+    // No group on a topic is known only where every group was listed (the list answered, and
+    // no more groups than were asked for their lag) and its lag answered.
+    const everyGroupAsked = groupList !== null && groupList.length <= DETAILS_LIMIT;
+    const noGroup = whole && everyGroupAsked && lags.every(l => l) ? "no group" : "none you may describe";
     const lagCell = name => {
       const b = behind[name];
       if (!b) return h("span", { class: "muted" }, noGroup);
