@@ -213,6 +213,15 @@ def test_the_http_body_budget_holds_at_least_one_body_of_the_largest_size() -> N
     assert Settings(max_request_bytes=2_000_000, http_max_queued_body_bytes=2_000_000).http_max_queued_body_bytes == 2_000_000
 
 
+def test_the_http_head_bound_is_64_kib_and_refused_below_1_kib_or_above_16_mib() -> None:
+    assert Settings().http_max_head_bytes == 65536
+    for refused in (1023, 16 * 1024 * 1024 + 1):
+        with pytest.raises(ValidationError):
+            Settings(http_max_head_bytes=refused)
+    assert Settings(http_max_head_bytes=1024).http_max_head_bytes == 1024
+    assert Settings(http_max_head_bytes=16 * 1024 * 1024).http_max_head_bytes == 16 * 1024 * 1024
+
+
 def test_the_http_send_timeout_is_at_least_a_second() -> None:
     assert Settings().http_send_timeout_s == 60
     with pytest.raises(ValidationError, match="greater than or equal to 1"):
