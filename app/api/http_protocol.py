@@ -284,13 +284,13 @@ def with_request_timeout(protocol_class: type, timeout_s: float) -> type:
     it) lingers, as nginx's lingering close: the connection is not kept alive (the answer says
     `connection: close`), uvicorn reading and dropping the rest of the body, and it is closed
     once the body's end arrives, or aborted `timeout_s` after the answer's end, a deadline the
-    body's bytes do not move. Without it
-    each body byte restarted the body's silence and cancelled uvicorn's keep-alive timer: a
-    client without credentials that trickled a chunked body after its 401 held the connection
-    for good, and OUTBOX_HTTP_MAX_CONNECTIONS of them shut the door. Not closed at once: a
-    close while the client's bytes are unread makes the kernel answer with a reset, and the
-    client could lose the answer it has not read yet. A request that follows the body on the
-    same connection is not served: the connection is closing."""
+    body's bytes do not move. Without it each body byte restarted the body's silence and
+    cancelled uvicorn's keep-alive timer: a client without credentials that trickled a chunked
+    body after its 401 held the connection for good, and OUTBOX_HTTP_MAX_CONNECTIONS of them
+    shut the door. Not closed at once: a close while the client's bytes are unread makes the
+    kernel answer with a reset, and the client could lose the answer it has not read yet. A
+    request that follows the body on the same connection is not served: the connection is
+    closing."""
 
     aborted = RateLimitedLog(logger, level=logging.INFO)  # a flood of such clients is not a flood of the log
 
@@ -408,16 +408,21 @@ def _say_close_when_answered_early(cycle: Any) -> None:
     request's body is all in say `connection: close`, so that its client does not send another
     request on a connection that ends with the body (with_request_timeout's lingering close).
     uvicorn, told so, would close the connection at the answer's end, the rest of the body
-    unread, which resets it: it is kept alive as before, for the linger to close."""
+    unread, which resets it: it is kept alive as before, for the linger to close; if the body
+    ends before the answer does, uvicorn closes it at the answer's end, as it said."""
     send = cycle.send
+    said_close = False
 
     async def send_closing(message: Any) -> None:
-        if message["type"] != "http.response.start" or cycle.response_started or not cycle.more_body:
-            await send(message)
+        nonlocal said_close
+        if message["type"] == "http.response.start" and not cycle.response_started and cycle.more_body:
+            said_close, keep_alive = True, cycle.keep_alive
+            await send({**message, "headers": [*message.get("headers", []), (b"connection", b"close")]})
+            cycle.keep_alive = keep_alive
             return
-        keep_alive = cycle.keep_alive
-        await send({**message, "headers": [*message.get("headers", []), (b"connection", b"close")]})
-        cycle.keep_alive = keep_alive
+        if said_close and not cycle.more_body:  # the body is all in: nothing left to linger for
+            cycle.keep_alive = False
+        await send(message)
 
     cycle.send = send_closing
 
@@ -436,7 +441,7 @@ def malformed_request_answer(msg: str, default_headers: list[tuple[bytes, bytes]
 
 def head_too_large_answer(max_head_bytes: int, default_headers: list[tuple[bytes, bytes]]) -> bytes:
     """The 431 for a request head over OUTBOX_HTTP_MAX_HEAD_BYTES, which the app never sees:
-    INVALID_REQUEST as JSON, and the connection closed (the rest of the head is not read)."""
+    INVALID_REQUEST as JSON, and the connection closed (what follows is dropped unparsed)."""
     return _closing_answer(b"431 Request Header Fields Too Large",
                            f"the request's head (request line and headers) is over {max_head_bytes} bytes "
                            "(OUTBOX_HTTP_MAX_HEAD_BYTES)", default_headers)

@@ -643,6 +643,24 @@ def test_an_answered_request_is_closed_once_its_body_ends_and_not_before() -> No
     assert after_the_body == [*after_the_answer, CLOSE]
 
 
+async def starts_then_reads(scope: Any, receive: Any, send: Any) -> None:
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", b"11")]})
+    while (await receive()).get("more_body"):
+        pass
+    await send({"type": "http.response.body", "body": b'{"ok":true}'})
+
+
+def test_an_answer_started_before_its_body_was_in_closes_as_it_said_when_the_body_ends_first() -> None:
+    # Its head said `connection: close`; the body read whole before the answer ends, no linger is needed.
+    protocol = with_request_timeout(with_one_write(import_from_string(HTTP_PROTOCOLS["httptools"])), TIMEOUT_S)
+    transport = fed_in(protocol, starts_then_reads, [POST_HEAD % 10 + b"x" * 5, b"x" * 5])
+    answer = b"".join(transport.writes)
+    assert transport.log[-1] == CLOSE
+    assert answer.startswith(b"HTTP/1.1 200") and b"\r\nconnection: close\r\n" in answer
+    assert answer.endswith(b'\r\n\r\n{"ok":true}')
+
+
 async def reads_then_answers(scope: Any, receive: Any, send: Any) -> None:
     while (await receive()).get("more_body"):
         pass
