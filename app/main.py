@@ -15,13 +15,13 @@ from app.settings.misspelt import warn_of_misspelt_settings
 
 # The settings of the server `outbox serve` runs around the app, which uvicorn, running the app
 # alone, would ignore without a word: its own address, keep-alive and TLS are its command
-# line's (it has no request or send timeout, OUTBOX_HTTP_REQUEST_TIMEOUT_S and
-# OUTBOX_HTTP_SEND_TIMEOUT_S being app.api.http_protocol's; its --limit-concurrency answers
-# 503 where OUTBOX_HTTP_MAX_CONNECTIONS closes), and the Kafka door (OUTBOX_KAFKA_LISTENER,
-# and every OUTBOX_KAFKA_ setting with it) is not started at all.
+# line's (it has no request or send timeout nor head bound, OUTBOX_HTTP_REQUEST_TIMEOUT_S,
+# OUTBOX_HTTP_SEND_TIMEOUT_S and OUTBOX_HTTP_MAX_HEAD_BYTES being app.api.http_protocol's; its
+# --limit-concurrency answers 503 where OUTBOX_HTTP_MAX_CONNECTIONS closes), and the Kafka
+# door (OUTBOX_KAFKA_LISTENER, and every OUTBOX_KAFKA_ setting with it) is not started at all.
 # TLS above all: a service its operator believes to speak HTTPS would answer in plain text.
 SERVE_ONLY = {"host": "--host", "port": "--port", "http_keep_alive_timeout_s": "--timeout-keep-alive",
-              "http_request_timeout_s": None, "http_send_timeout_s": None,
+              "http_request_timeout_s": None, "http_send_timeout_s": None, "http_max_head_bytes": None,
               "http_max_connections": "--limit-concurrency",
               "tls_cert_file": "--ssl-certfile", "tls_key_file": "--ssl-keyfile",
               "tls_client_ca_file": "--ssl-ca-certs", "kafka_listener": None}

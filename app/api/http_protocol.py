@@ -19,9 +19,12 @@ transport does, which logged a client's going away as the service's "unexpected 
 
 A connection whose request does not arrive (its head not whole, or its body silent, for
 OUTBOX_HTTP_REQUEST_TIMEOUT_S) is closed (`with_request_timeout`): uvicorn times out only an
-idle keep-alive connection, and a client could otherwise hold connections open for good. A
-connection past OUTBOX_HTTP_MAX_CONNECTIONS is closed as it is accepted
-(`with_connection_limit`).
+idle keep-alive connection, and a client could otherwise hold connections open for good; one
+answered before its request's body was all in is not kept alive, the rest of the body given
+OUTBOX_HTTP_REQUEST_TIMEOUT_S in all (a lingering close). A connection past
+OUTBOX_HTTP_MAX_CONNECTIONS is closed as it is accepted (`with_connection_limit`). A request
+head over OUTBOX_HTTP_MAX_HEAD_BYTES is answered 431 and its connection closed
+(`with_head_limit`): httptools holds a head of any size.
 
 This relies on how uvicorn writes (uvicorn is pinned below 0.55 in pyproject.toml, and
 tests/unit/test_http_protocol.py::test_a_response_is_one_write_of_the_bytes_uvicorn_writes_in_two
@@ -65,13 +68,19 @@ def protocol_class(settings: Settings) -> type:
     """uvicorn.Config's `http`: its own protocol class (httptools', h11's without httptools),
     with one write a response, at most OUTBOX_HTTP_MAX_CONNECTIONS connections, an answer its
     client stops reading aborted after OUTBOX_HTTP_SEND_TIMEOUT_S, a request that does not
-    arrive closed after OUTBOX_HTTP_REQUEST_TIMEOUT_S (httptools' only: uvicorn[standard]
-    brings it), and the client certificate in the scope for mtls."""
+    arrive closed after OUTBOX_HTTP_REQUEST_TIMEOUT_S and a head over OUTBOX_HTTP_MAX_HEAD_BYTES
+    refused (httptools' only: uvicorn[standard] brings it; h11 bounds a head itself, with
+    uvicorn.Config's h11_max_incomplete_event_size set from the same setting, app.cli.server),
+    and the client certificate in the scope for mtls."""
     httptools = importlib.util.find_spec("httptools") is not None
     base = import_from_string(HTTP_PROTOCOLS["httptools" if httptools else "h11"])
-    protocol = with_connection_limit(with_one_write(base), settings.http_max_connections)
-    protocol = with_send_timeout(protocol, settings.http_send_timeout_s)
+    protocol = with_one_write(base)
     if httptools:  # its parser's callbacks say where a request begins and ends; h11's differ
+        # Innermost: it may feed uvicorn's data_received a chunk in two parts.
+        protocol = with_head_limit(protocol, settings.http_max_head_bytes, settings.http_request_timeout_s)
+    protocol = with_connection_limit(protocol, settings.http_max_connections)
+    protocol = with_send_timeout(protocol, settings.http_send_timeout_s)
+    if httptools:
         protocol = with_request_timeout(protocol, settings.http_request_timeout_s)
     if "mtls" in settings.authentication_methods:
         from app.api.tls import with_client_certificate
@@ -118,6 +127,87 @@ def with_connection_limit(protocol_class: type, max_connections: int) -> type:
                 self.transport.close()
 
     return ConnectionLimitProtocol
+
+
+def with_head_limit(protocol_class: type, max_head_bytes: int, linger_s: float) -> type:
+    """A subclass of uvicorn's httptools protocol class that answers a request whose head (its
+    request line and headers, from its first byte to the blank line that ends them) is over
+    `max_head_bytes` (OUTBOX_HTTP_MAX_HEAD_BYTES, app/settings/__init__.py) with 431 and closes
+    the connection. httptools holds a head of any size until it ends: a client without
+    credentials sending an endless header grew the process by its bytes, tens of MiB a
+    connection before OUTBOX_HTTP_REQUEST_TIMEOUT_S closed it. A head begins when the
+    connection opens and when a request's message ends, and ends at its headers' end: each
+    chunk received while one is being read counts whole, unless the head ends in it, and a
+    chunk that would pass the bound is fed to the parser only up to it, the rest fed only if
+    the head ended there (its body, further requests). A head that begins in the chunk that
+    ends a body counts from the next chunk: at most one chunk (256 KiB) more is held, and a
+    request pipelined behind a body is never charged the body's bytes.
+
+    The 431 is followed by the end of the connection's sending side, and what the client still
+    sends is read and dropped until it closes, for at most `linger_s`
+    (OUTBOX_HTTP_REQUEST_TIMEOUT_S), then the connection aborted: a close with the client's
+    bytes unread makes the kernel reset the connection, and the client, still sending its
+    head, lost the answer. Under TLS, which cannot end one side alone, the answer's
+    `connection: close` and length tell the client it is whole."""
+
+    refused = RateLimitedLog(logger, level=logging.INFO)  # a flood of such clients is not a flood of the log
+
+    class HeadLimitProtocol(protocol_class):  # type: ignore[misc, valid-type]
+        _head_bytes: int | None = 0  # the bytes of the head being read; None in a body
+        _heads = 0  # heads ended on this connection
+        _upgraded = False
+        _linger_timer: asyncio.TimerHandle | None = None  # refused: the client's bytes are dropped until then
+
+        def data_received(self, data: bytes) -> None:
+            if self._linger_timer is not None:
+                return
+            view = memoryview(data)
+            while self._head_bytes is not None and len(view) > max_head_bytes - self._head_bytes:
+                room = max_head_bytes - self._head_bytes
+                heads = self._heads
+                super().data_received(view[:room])
+                if self._heads == heads:  # `max_head_bytes` of head, and more of it to come
+                    self._refuse_head()
+                    return
+                if self._upgraded or self.transport.is_closing():
+                    return
+                view = view[room:]
+            counting, heads = self._head_bytes is not None, self._heads
+            super().data_received(view)
+            if counting and self._heads == heads and self._head_bytes is not None:
+                self._head_bytes += len(view)
+
+        def on_headers_complete(self) -> None:
+            self._heads += 1
+            self._head_bytes = None
+            super().on_headers_complete()
+
+        def on_message_complete(self) -> None:
+            self._head_bytes = 0
+            super().on_message_complete()
+
+        def handle_websocket_upgrade(self) -> None:
+            self._upgraded = True  # the rest of the connection's bytes are the WebSocket protocol's
+            super().handle_websocket_upgrade()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._linger_timer is not None:
+                self._linger_timer.cancel()
+            super().connection_lost(exc)
+
+        def _refuse_head(self) -> None:
+            refused("closing the HTTP connection from %s: its request's head is over %d bytes "
+                    "(OUTBOX_HTTP_MAX_HEAD_BYTES)", _peer(self.client), max_head_bytes)
+            if self.cycle is not None and not self.cycle.response_complete:
+                self.transport.close()  # in the middle of the answer before it, which cannot take a 431
+                return
+            self.transport.write(head_too_large_answer(max_head_bytes, self.server_state.default_headers))
+            if self.transport.can_write_eof():
+                self.transport.write_eof()
+            self.flow.resume_reading()
+            self._linger_timer = self.loop.call_later(linger_s, self.transport.abort)
+
+    return HeadLimitProtocol
 
 
 def with_send_timeout(protocol_class: type, timeout_s: float) -> type:
@@ -188,12 +278,27 @@ def with_request_timeout(protocol_class: type, timeout_s: float) -> type:
     it, as when the client goes. One timer a connection, as uvicorn's keep-alive timer: armed
     when the connection opens and at each request's first byte, cancelled once the request is
     whole; a body's bytes only move its start (`_since`), and the timer, when it fires early,
-    waits for the rest."""
+    waits for the rest.
+
+    A request answered before its body is all in (a 401 or 405 the app gives without reading
+    it) lingers, as nginx's lingering close: the connection is not kept alive (the answer says
+    `connection: close`), uvicorn reading and dropping the rest of the body, and it is closed
+    once the body's end arrives, or aborted `timeout_s` after the answer's end, a deadline the
+    body's bytes do not move. Without it each body byte restarted the body's silence and
+    cancelled uvicorn's keep-alive timer: a client without credentials that trickled a chunked
+    body after its 401 held the connection for good, and OUTBOX_HTTP_MAX_CONNECTIONS of them
+    shut the door. Not closed at once: a close while the client's bytes are unread makes the
+    kernel answer with a reset, and the client could lose the answer it has not read yet. A
+    request that follows the body on the same connection is not served: the connection is
+    closing."""
+
+    aborted = RateLimitedLog(logger, level=logging.INFO)  # a flood of such clients is not a flood of the log
 
     class RequestTimeoutProtocol(protocol_class):  # type: ignore[misc, valid-type]
         _request_timer: asyncio.TimerHandle | None = None
         _since = 0.0  # when the head's wait or the body's last silence began (loop time)
         _in_body = False
+        _lingering = False  # answered, its body not all in: the connection ends with the body
 
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
@@ -219,9 +324,14 @@ def with_request_timeout(protocol_class: type, timeout_s: float) -> type:
                 self._arm_request_timer()
 
         def on_headers_complete(self) -> None:
+            if self._lingering:  # a request behind the lingering body: the connection is closing
+                return
+            cycle = self.cycle
             super().on_headers_complete()
             self._in_body = True
             self._since = self.loop.time()
+            if self.cycle is not cycle:  # a request, not an upgrade
+                _say_close_when_answered_early(self.cycle)
 
         def on_body(self, body: bytes) -> None:
             self._since = self.loop.time()
@@ -230,7 +340,21 @@ def with_request_timeout(protocol_class: type, timeout_s: float) -> type:
         def on_message_complete(self) -> None:
             # Before uvicorn's, which returns early when the app has answered already.
             self._cancel_request_timer()
+            if self._lingering:  # the body's end: the client has sent all it meant to, and reads its answer
+                self.transport.close()
+                return
             super().on_message_complete()
+
+        def on_response_complete(self) -> None:
+            # The cycle answered is the connection's latest (no request pipelined behind it)
+            # and its body is not all in: the client is still sending it.
+            lingering = self._in_body and self.cycle.response_complete and not self.transport.is_closing()
+            super().on_response_complete()
+            if lingering:
+                self._unset_keepalive_if_required()  # uvicorn's: the connection ends with this body
+                self._cancel_request_timer()
+                self._lingering = True
+                self._request_timer = self.loop.call_later(timeout_s, self._request_timer_fired)
 
         def handle_websocket_upgrade(self) -> None:
             self._cancel_request_timer()  # the connection is the WebSocket protocol's from here
@@ -250,6 +374,11 @@ def with_request_timeout(protocol_class: type, timeout_s: float) -> type:
         def _request_timer_fired(self) -> None:
             self._request_timer = None
             if self.transport.is_closing():
+                return
+            if self._lingering:
+                aborted("aborting the HTTP connection from %s: its request's body did not end within %g s of its "
+                        "answer (OUTBOX_HTTP_REQUEST_TIMEOUT_S)", _peer(self.client), timeout_s)
+                self.transport.abort()  # a close would reset the connection too: the client's bytes are unread
                 return
             now = self.loop.time()
             if self._service_holds_the_request():
@@ -274,6 +403,30 @@ def with_request_timeout(protocol_class: type, timeout_s: float) -> type:
     return RequestTimeoutProtocol
 
 
+def _say_close_when_answered_early(cycle: Any) -> None:
+    """Has the answer that `cycle` (uvicorn's httptools RequestResponseCycle) starts before its
+    request's body is all in say `connection: close`, so that its client does not send another
+    request on a connection that ends with the body (with_request_timeout's lingering close).
+    uvicorn, told so, would close the connection at the answer's end, the rest of the body
+    unread, which resets it: it is kept alive as before, for the linger to close; if the body
+    ends before the answer does, uvicorn closes it at the answer's end, as it said."""
+    send = cycle.send
+    said_close = False
+
+    async def send_closing(message: Any) -> None:
+        nonlocal said_close
+        if message["type"] == "http.response.start" and not cycle.response_started and cycle.more_body:
+            said_close, keep_alive = True, cycle.keep_alive
+            await send({**message, "headers": [*message.get("headers", []), (b"connection", b"close")]})
+            cycle.keep_alive = keep_alive
+            return
+        if said_close and not cycle.more_body:  # the body is all in: nothing left to linger for
+            cycle.keep_alive = False
+        await send(message)
+
+    cycle.send = send_closing
+
+
 def _peer(client: tuple[str, int] | None) -> str:
     return f"{client[0]}:{client[1]}" if client else "a client"
 
@@ -283,8 +436,20 @@ def malformed_request_answer(msg: str, default_headers: list[tuple[bytes, bytes]
     Content-Length or chunk), which the app never sees: INVALID_REQUEST as JSON like every
     other refusal, with the parser's reason, and the connection closed (its stream cannot be
     read past the error)."""
-    body = orjson.dumps(error_body("INVALID_REQUEST", f"malformed HTTP request: {msg}", False))
-    head = [b"HTTP/1.1 400 Bad Request\r\n"]
+    return _closing_answer(b"400 Bad Request", f"malformed HTTP request: {msg}", default_headers)
+
+
+def head_too_large_answer(max_head_bytes: int, default_headers: list[tuple[bytes, bytes]]) -> bytes:
+    """The 431 for a request head over OUTBOX_HTTP_MAX_HEAD_BYTES, which the app never sees:
+    INVALID_REQUEST as JSON, and the connection closed (what follows is dropped unparsed)."""
+    return _closing_answer(b"431 Request Header Fields Too Large",
+                           f"the request's head (request line and headers) is over {max_head_bytes} bytes "
+                           "(OUTBOX_HTTP_MAX_HEAD_BYTES)", default_headers)
+
+
+def _closing_answer(status: bytes, message: str, default_headers: list[tuple[bytes, bytes]]) -> bytes:
+    body = orjson.dumps(error_body("INVALID_REQUEST", message, False))
+    head = [b"HTTP/1.1 " + status + b"\r\n"]
     head += [name + b": " + value + b"\r\n" for name, value in default_headers]
     head += [b"content-type: application/json\r\n", b"content-length: %d\r\n" % len(body),
              b"connection: close\r\n\r\n"]

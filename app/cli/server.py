@@ -116,6 +116,7 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
         log_level=settings.log_level,
         access_log=False,  # the service writes its own (outbox.access)
         timeout_keep_alive=settings.http_keep_alive_timeout_s,
+        h11_max_incomplete_event_size=settings.http_max_head_bytes,  # h11's own head bound, without httptools
         **tls,
     )
     config.http = protocol_class(settings)
@@ -402,6 +403,7 @@ def _serve_metrics(settings: Settings, security: SecurityState | None, sock: soc
         access_log=False,  # the app writes its own (outbox.access), as serve's does
         lifespan="off",
         timeout_keep_alive=settings.http_keep_alive_timeout_s,
+        h11_max_incomplete_event_size=settings.http_max_head_bytes,  # h11's own head bound, without httptools
         **tls,
     )
     config.http = protocol_class(settings)

@@ -78,8 +78,26 @@ class Settings(KafkaSettings):
     # until that answer is done (hours, perhaps); `Expect: 100-continue` not yet answered.
     # Bytes that arrive while an answer is on its way start no wait, but a pipelined head that
     # begins then, reading not yet paused, must still be whole within this many seconds of its
-    # first byte.
+    # first byte. A request answered before its body is all in (a 401 or 405 given without
+    # reading it) is not kept alive: the rest of its body gets this many seconds in all from the
+    # answer's end, a deadline its bytes do not extend, and the connection closes when the body
+    # ends, or is aborted at the deadline (a lingering close, as nginx's). Otherwise each byte of
+    # a body trickled after the answer kept the connection for good, and a client without
+    # credentials could hold every one of OUTBOX_HTTP_MAX_CONNECTIONS; it is not closed at once
+    # because closing with the client's bytes unread resets the connection, and the client
+    # could lose the answer.
     http_request_timeout_s: int = Field(default=30, ge=1)
+    # The most bytes of a request's head (its request line and headers) `outbox serve` reads:
+    # past it the request is answered 431 (INVALID_REQUEST) and the connection closed, what the
+    # client still sends read and dropped until it closes, for at most
+    # OUTBOX_HTTP_REQUEST_TIMEOUT_S (closed at once, its bytes unread, the connection would be
+    # reset and the answer perhaps lost). The HTTP parser holds a head whole until it ends, of
+    # any size: without a bound a client without credentials sending an endless header grew
+    # the process by tens of MiB a connection (the Kafka door bounds a frame before
+    # authentication to 512 KiB). 64 KiB is far above any request of the API (a JWT in its
+    # Authorization header is a few KB). Without httptools, uvicorn's h11 bounds a head itself,
+    # and is given this bound (h11_max_incomplete_event_size).
+    http_max_head_bytes: int = Field(default=65536, ge=1024, le=16 * 1024 * 1024)
     # How long `outbox serve` waits for a client that has stopped reading its answer: once the
     # answer fills the connection's buffers, the send waits for the client; a whole interval of
     # this many seconds in which the client took none of it aborts the connection, and the

@@ -726,8 +726,9 @@ def test_uvicorn_refuses_the_kafka_listener_s_settings_it_would_not_act_on(tmp_p
 
 
 def test_uvicorn_refuses_the_request_and_send_timeouts_and_connection_bound_it_would_not_act_on(tmp_path: Path) -> None:
-    # It is `outbox serve`'s protocol class that times a request or its answer's send out
-    # (uvicorn has no such flags) and bounds connections (uvicorn's nearest is --limit-concurrency).
+    # It is `outbox serve`'s protocol class that times a request or its answer's send out and
+    # bounds a request's head (uvicorn has no such flags: its h11 bound is not httptools') and
+    # connections (uvicorn's nearest is --limit-concurrency).
     done = _uvicorn(f"sqlite:///{tmp_path}/outbox.db", http_request_timeout_s="10")
     assert done.returncode != 0
     assert ("OUTBOX_HTTP_REQUEST_TIMEOUT_S: `outbox serve`'s, which `uvicorn app.main:app` would ignore (it serves "
@@ -735,6 +736,10 @@ def test_uvicorn_refuses_the_request_and_send_timeouts_and_connection_bound_it_w
     done = _uvicorn(f"sqlite:///{tmp_path}/outbox.db", http_send_timeout_s="10")
     assert done.returncode != 0
     assert ("OUTBOX_HTTP_SEND_TIMEOUT_S: `outbox serve`'s, which `uvicorn app.main:app` would ignore (it serves "
+            "the HTTP API alone): unset them here, or run `outbox serve`") in done.stderr, done.stderr
+    done = _uvicorn(f"sqlite:///{tmp_path}/outbox.db", http_max_head_bytes="4096")
+    assert done.returncode != 0
+    assert ("OUTBOX_HTTP_MAX_HEAD_BYTES: `outbox serve`'s, which `uvicorn app.main:app` would ignore (it serves "
             "the HTTP API alone): unset them here, or run `outbox serve`") in done.stderr, done.stderr
     done = _uvicorn(f"sqlite:///{tmp_path}/outbox.db", http_max_connections="2000")
     assert done.returncode != 0

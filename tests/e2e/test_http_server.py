@@ -381,3 +381,133 @@ def test_a_principal_with_no_acl_holding_slow_bodies_leaves_another_principal_ro
     finally:
         for connection in slow:
             connection.close()
+def _answer_whole(data: bytes) -> bool:
+    head, sep, body = data.partition(b"\r\n\r\n")
+    lengths = [int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")]
+    return bool(sep) and len(lengths) == 1 and len(body) == lengths[0]
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_connections_that_trickle_a_body_after_their_answer_are_let_go_once_it_is_read(launcher) -> None:  # type: ignore[no-untyped-def]
+    # Each body byte restarted the body's wait and cancelled the keep-alive timer: clients
+    # without credentials trickling chunks after their 401 or 405 held OUTBOX_HTTP_MAX_CONNECTIONS
+    # connections for good, and the service refused everyone else.
+    server = launcher.server(authentication="api_key", http_request_timeout_s=1, http_keep_alive_timeout_s=30)
+    heads = [b"POST /healthz HTTP/1.1\r\nHost: outbox\r\nTransfer-Encoding: chunked\r\n\r\n",
+             b"POST /v1/records HTTP/1.1\r\nHost: outbox\r\nContent-Type: application/json\r\n"
+             b"Transfer-Encoding: chunked\r\n\r\n",
+             b"POST /v1/records HTTP/1.1\r\nHost: outbox\r\nContent-Type: application/json\r\n"
+             b"Content-Length: 100000\r\n\r\n{"]
+    conns = [socket.create_connection(("127.0.0.1", server.port), timeout=5) for _ in range(12)]
+    received = dict.fromkeys(conns, b"")
+    open_ = set(conns)
+    try:
+        for i, conn in enumerate(conns):
+            conn.sendall(heads[i % len(heads)])
+            conn.setblocking(False)
+        deadline = time.monotonic() + 60
+        while open_ and time.monotonic() < deadline:
+            time.sleep(0.3)  # a piece of body every 0.3 s, well within the 1 s timeout
+            for i, conn in enumerate(conns):
+                if conn not in open_:
+                    continue
+                try:
+                    while chunk := conn.recv(65536):
+                        received[conn] += chunk
+                    open_.discard(conn)  # end-of-stream
+                except BlockingIOError:
+                    pass
+                except ConnectionResetError:
+                    open_.discard(conn)
+                if conn in open_:
+                    try:
+                        conn.send(b"1\r\n \r\n" if i % len(heads) < 2 else b" ")
+                    except OSError:
+                        pass  # the server has let go: the next recv says so
+        assert not open_, f"{len(open_)} of {len(conns)} connections still held after 60 s"
+        for i, conn in enumerate(conns):
+            status = b"HTTP/1.1 405" if i % len(heads) == 0 else b"HTTP/1.1 401"
+            assert received[conn].startswith(status) and _answer_whole(received[conn]), received[conn]
+            assert b"\r\nconnection: close\r\n" in received[conn]
+        # The door is open to others.
+        normal = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+        assert _get_healthz(normal).startswith(b"HTTP/1.1 200")
+        normal.close()
+    finally:
+        for conn in conns:
+            conn.close()
+    assert "OUTBOX_HTTP_REQUEST_TIMEOUT_S" in server.log_text()
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_a_body_that_ends_after_its_answer_closes_the_connection_with_the_answer_whole(launcher) -> None:  # type: ignore[no-untyped-def]
+    # Closed once the body is in, not before (a close with the body unread resets the
+    # connection, and the answer may be lost) and not kept alive.
+    server = launcher.server(authentication="api_key", http_request_timeout_s=30, http_keep_alive_timeout_s=30)
+    conn = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    try:
+        conn.sendall(b"POST /v1/records HTTP/1.1\r\nHost: outbox\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 200000\r\n\r\n{")
+        data = b""
+        while not _answer_whole(data):
+            chunk = conn.recv(65536)
+            assert chunk, data
+            data += chunk
+        assert data.startswith(b"HTTP/1.1 401") and b"\r\nconnection: close\r\n" in data
+        assert not _closed_by_server(conn)  # lingering: the body is not all in
+        conn.sendall(b" " * 199_999)
+        conn.settimeout(20)
+        assert conn.recv(65536) == b""  # end-of-stream, not a reset
+    finally:
+        conn.close()
+
+
+def _rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        return int(next(line.split()[1] for line in status if line.startswith("VmRSS:")))
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_endless_headers_are_answered_431_and_closed(launcher) -> None:  # type: ignore[no-untyped-def]
+    # Without OUTBOX_HTTP_MAX_HEAD_BYTES each such connection pushed tens of MiB into the
+    # process before the head's timeout closed it.
+    server = launcher.server(http_request_timeout_s=60)
+    rss_before = _rss_kib(server.pid)
+    conns = [socket.create_connection(("127.0.0.1", server.port), timeout=5) for _ in range(8)]
+    received = dict.fromkeys(conns, b"")
+    open_ = set(conns)
+    sent = 0
+    try:
+        for conn in conns:
+            conn.sendall(b"GET /healthz HTTP/1.1\r\nHost: outbox\r\nx-a: ")
+            conn.setblocking(False)
+        deadline = time.monotonic() + 60
+        while open_ and time.monotonic() < deadline and sent < (1 << 30):
+            readable, writable, _ = select.select(list(open_), list(open_), [], 1)
+            for conn in readable:
+                try:
+                    chunk = conn.recv(65536)
+                except ConnectionResetError:
+                    chunk = b""
+                received[conn] += chunk
+                if not chunk:
+                    open_.discard(conn)
+            for conn in writable:
+                if conn in open_:
+                    try:
+                        sent += conn.send(b"a" * 65536)
+                    except BlockingIOError:
+                        pass
+                    except OSError:
+                        open_.discard(conn)  # reset: what was received is read above
+        rss_after = _rss_kib(server.pid)
+        print(f"sent {sent >> 20} MiB; serve's RSS {rss_before // 1024} MiB before, {rss_after // 1024} MiB after")
+        for conn in conns:
+            data = received[conn]
+            assert data.startswith(b"HTTP/1.1 431 Request Header Fields Too Large") and _answer_whole(data), data
+            assert b"OUTBOX_HTTP_MAX_HEAD_BYTES" in data and b'"error_code":"INVALID_REQUEST"' in data
+            assert b"\r\nconnection: close\r\n" in data
+        assert not open_
+    finally:
+        for conn in conns:
+            conn.close()

@@ -22,13 +22,15 @@ from uvicorn.importer import import_from_string
 from uvicorn.server import ServerState
 
 from app.api.http_protocol import (JOIN_MAX_BYTES, HeldHeadTransport, protocol_class, with_connection_limit,
-                                   with_one_write, with_request_timeout, with_send_timeout)
+                                   with_head_limit, with_one_write, with_request_timeout, with_send_timeout)
 from app.settings import Settings
 
 REQUEST = b"GET /x HTTP/1.1\r\nHost: t\r\n\r\n"
 
 
 CLOSE = "close"
+ABORT = "abort"
+EOF = "eof"
 
 
 class RecordingTransport(asyncio.Transport):
@@ -58,6 +60,17 @@ class RecordingTransport(asyncio.Transport):
         if not self.closed:
             self.log.append(CLOSE)
         self.closed = True
+
+    def abort(self) -> None:
+        if not self.closed:
+            self.log.append(ABORT)
+        self.closed = True
+
+    def can_write_eof(self) -> bool:
+        return True
+
+    def write_eof(self) -> None:
+        self.log.append(EOF)
 
     def pause_reading(self) -> None:
         pass
@@ -556,3 +569,193 @@ def test_the_served_protocol_has_the_send_timeout_of_the_settings() -> None:
     # Two seconds with nothing taken: past a 1 s timeout, within a 60 s one.
     assert paused(protocol_class(Settings(http_send_timeout_s=1)), 2.5) == [True] * 3
     assert paused(protocol_class(Settings(http_send_timeout_s=60)), 2.5) == [False] * 3
+
+
+async def refuses(scope: Any, receive: Any, send: Any) -> None:
+    # A 401 or a 405, given without reading the request's body.
+    body = b'{"error_code":"UNAUTHORIZED"}'
+    await send({"type": "http.response.start", "status": 401,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]})
+    await send({"type": "http.response.body", "body": body})
+
+
+CHUNKED_HEAD = b"POST /x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+def trickled(protocol: type, app: Any, head: bytes, pieces: list[bytes], every_s: float) -> RecordingTransport:
+    """The transport of a connection sent `head`, then each of `pieces` `every_s` apart, then
+    nothing for 20 × TIMEOUT_S (its log as it was then, before the connection ends)."""
+
+    async def run() -> RecordingTransport:
+        config = uvicorn.Config(app, lifespan="off", log_level="warning")
+        config.load()
+        served = protocol(config=config, server_state=ServerState(), app_state={})
+        transport = RecordingTransport()
+        served.connection_made(transport)
+        served.data_received(head)
+        for piece in pieces:
+            await asyncio.sleep(every_s)
+            if not transport.closed:
+                served.data_received(piece)
+        await asyncio.sleep(20 * TIMEOUT_S)
+        log = list(transport.log)
+        served.connection_lost(None)
+        for task in served.tasks:
+            task.cancel()
+        transport.log, transport.closed = log, CLOSE in log or ABORT in log
+        return transport
+
+    return asyncio.run(run())
+
+
+def test_an_answered_request_whose_body_keeps_trickling_is_aborted_at_the_deadline() -> None:
+    # A chunk every fifth of the timeout, for twenty timeouts: each restarted the body's wait,
+    # and the connection was held for as long as the client kept it up.
+    protocol = with_request_timeout(with_one_write(import_from_string(HTTP_PROTOCOLS["httptools"])), TIMEOUT_S)
+    transport = trickled(protocol, refuses, CHUNKED_HEAD, [b"1\r\n \r\n"] * 100, TIMEOUT_S / 5)
+    assert ABORT in transport.log and CLOSE not in transport.log
+    assert transport.writes[0].startswith(b"HTTP/1.1 401") and transport.writes[0].endswith(b"UNAUTHORIZED\"}")
+
+
+def test_an_answered_request_is_closed_once_its_body_ends_and_not_before() -> None:
+    # Not kept alive, and not closed while the client still sends: the kernel would reset the
+    # connection, and the client could lose the answer.
+    protocol = with_request_timeout(with_one_write(import_from_string(HTTP_PROTOCOLS["httptools"])), TIMEOUT_S)
+
+    async def run() -> tuple[list[bytes | str], list[bytes | str]]:
+        config = uvicorn.Config(refuses, lifespan="off", log_level="warning")
+        config.load()
+        served = protocol(config=config, server_state=ServerState(), app_state={})
+        transport = RecordingTransport()
+        served.connection_made(transport)
+        served.data_received(POST_HEAD % 10 + b"x" * 5)
+        for _ in range(20):
+            await asyncio.sleep(0)
+        after_the_answer = list(transport.log)
+        served.data_received(b"x" * 5)
+        after_the_body = list(transport.log)
+        served.connection_lost(None)
+        return after_the_answer, after_the_body
+
+    after_the_answer, after_the_body = asyncio.run(run())
+    answer = after_the_answer[0]
+    assert len(after_the_answer) == 1 and isinstance(answer, bytes) and answer.startswith(b"HTTP/1.1 401")
+    assert b"\r\nconnection: close\r\n" in answer  # its client is told not to send another request on it
+    assert after_the_body == [*after_the_answer, CLOSE]
+
+
+async def starts_then_reads(scope: Any, receive: Any, send: Any) -> None:
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", b"11")]})
+    while (await receive()).get("more_body"):
+        pass
+    await send({"type": "http.response.body", "body": b'{"ok":true}'})
+
+
+def test_an_answer_started_before_its_body_was_in_closes_as_it_said_when_the_body_ends_first() -> None:
+    # Its head said `connection: close`; the body read whole before the answer ends, no linger is needed.
+    protocol = with_request_timeout(with_one_write(import_from_string(HTTP_PROTOCOLS["httptools"])), TIMEOUT_S)
+    transport = fed_in(protocol, starts_then_reads, [POST_HEAD % 10 + b"x" * 5, b"x" * 5])
+    answer = b"".join(transport.writes)
+    assert transport.log[-1] == CLOSE
+    assert answer.startswith(b"HTTP/1.1 200") and b"\r\nconnection: close\r\n" in answer
+    assert answer.endswith(b'\r\n\r\n{"ok":true}')
+
+
+async def reads_then_answers(scope: Any, receive: Any, send: Any) -> None:
+    while (await receive()).get("more_body"):
+        pass
+    await json_answer(scope, receive, send)
+
+
+def test_a_kept_alive_request_whose_body_was_read_whole_stays_open_for_the_next() -> None:
+    protocol = with_request_timeout(with_one_write(import_from_string(HTTP_PROTOCOLS["httptools"])), TIMEOUT_S)
+    transport = trickled(protocol, reads_then_answers, POST_HEAD % 10 + b"x" * 5, [b"x" * 5, REQUEST], TIMEOUT_S / 5)
+    assert not transport.closed
+    assert [w.startswith(b"HTTP/1.1 200") for w in transport.writes] == [True, True]
+    assert not any(b"connection: close" in w for w in transport.writes)
+
+
+MAX_HEAD_BYTES = 1024
+
+
+def head_of(size: int) -> bytes:
+    """A GET whose head is `size` bytes."""
+    start, end = b"GET /x HTTP/1.1\r\nHost: t\r\nx-a: ", b"\r\n\r\n"
+    return start + b"a" * (size - len(start) - len(end)) + end
+
+
+def head_limited() -> type:
+    return with_head_limit(with_one_write(import_from_string(HTTP_PROTOCOLS["httptools"])), MAX_HEAD_BYTES, TIMEOUT_S)
+
+
+def pieces_of(data: bytes, size: int) -> list[bytes]:
+    return [data[i:i + size] for i in range(0, len(data), size)]
+
+
+def fed_in(protocol: type, app: Any, chunks: list[bytes]) -> RecordingTransport:
+    """The transport of a connection fed `chunks`, a few loop steps apart (its log as it was
+    then, before the connection ends)."""
+
+    async def run() -> RecordingTransport:
+        config = uvicorn.Config(app, lifespan="off", log_level="warning")
+        config.load()
+        served = protocol(config=config, server_state=ServerState(), app_state={})
+        transport = RecordingTransport()
+        served.connection_made(transport)
+        for chunk in chunks:
+            if not transport.closed:
+                served.data_received(chunk)
+            for _ in range(20):
+                await asyncio.sleep(0)
+        log = list(transport.log)
+        served.connection_lost(None)
+        transport.log, transport.closed = log, CLOSE in log
+        return transport
+
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("chunk_bytes", [1 << 20, 100, 1], ids=["one chunk", "100-byte chunks", "bytes"])
+def test_a_head_one_byte_over_the_bound_is_answered_431_and_the_services_sending_ended(chunk_bytes: int) -> None:
+    protocol = head_limited()
+    transport = fed_in(protocol, json_answer, pieces_of(head_of(MAX_HEAD_BYTES + 1), chunk_bytes))
+    assert len(transport.log) == 2 and transport.log[1] == EOF  # the answer, then the end of the service's sending
+    head, _, body = transport.writes[0].partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    assert lines[0] == b"HTTP/1.1 431 Request Header Fields Too Large"
+    assert b"connection: close" in lines and f"content-length: {len(body)}".encode() in lines
+    assert json.loads(body) == {
+        "error_code": "INVALID_REQUEST", "retriable": False,
+        "message": "the request's head (request line and headers) is over 1024 bytes (OUTBOX_HTTP_MAX_HEAD_BYTES)"}
+
+
+def test_what_a_client_sends_after_its_431_is_dropped_and_the_connection_aborted_after_the_linger() -> None:
+    # Closed at once, the client's bytes unread, the connection is reset and the client, still
+    # sending, may lose the 431; read and dropped for good, its bytes would hold it open.
+    transport = trickled(head_limited(), json_answer, head_of(MAX_HEAD_BYTES + 1)[:-4], [b"a" * 100] * 10, TIMEOUT_S / 5)
+    assert transport.log[1:] == [EOF, ABORT] and transport.writes[0].startswith(b"HTTP/1.1 431")
+
+
+@pytest.mark.parametrize("chunk_bytes", [1 << 20, 100, 1], ids=["one chunk", "100-byte chunks", "bytes"])
+def test_a_head_at_the_bound_is_served(chunk_bytes: int) -> None:
+    protocol = head_limited()
+    transport = fed_in(protocol, json_answer, pieces_of(head_of(MAX_HEAD_BYTES) * 2, chunk_bytes))
+    assert not transport.closed
+    assert [w.startswith(b"HTTP/1.1 200") for w in transport.writes] == [True, True]
+
+
+@pytest.mark.parametrize("chunk_bytes", [1 << 20, 3000, 1000], ids=["one chunk", "3000-byte chunks", "1000 bytes"])
+def test_a_body_is_not_counted_in_its_head_nor_in_the_head_pipelined_behind_it(chunk_bytes: int) -> None:
+    # Each body is several bounds long, and ends in a chunk that begins the next head.
+    protocol = head_limited()
+    post = POST_HEAD % 5000 + b"x" * 5000
+    transport = fed_in(protocol, json_answer, pieces_of(post + head_of(MAX_HEAD_BYTES) + post + REQUEST, chunk_bytes))
+    assert not transport.closed
+    assert [w.startswith(b"HTTP/1.1 200") for w in transport.writes] == [True] * 4
+
+
+def test_the_served_httptools_protocol_has_the_head_bound_of_the_settings() -> None:
+    protocol = protocol_class(Settings(http_max_head_bytes=2048))
+    assert served(protocol, json_answer, request=head_of(2048)).writes[0].startswith(b"HTTP/1.1 200")
+    assert served(protocol, json_answer, request=head_of(2049)).writes[0].startswith(b"HTTP/1.1 431")

@@ -248,6 +248,15 @@ def test_one_principals_share_left_unset_follows_a_lower_body_budget_or_a_larger
     assert "http_max_queued_body_bytes_per_principal" not in settings.model_fields_set
 
 
+def test_the_http_head_bound_is_64_kib_and_refused_below_1_kib_or_above_16_mib() -> None:
+    assert Settings().http_max_head_bytes == 65536
+    for refused in (1023, 16 * 1024 * 1024 + 1):
+        with pytest.raises(ValidationError):
+            Settings(http_max_head_bytes=refused)
+    assert Settings(http_max_head_bytes=1024).http_max_head_bytes == 1024
+    assert Settings(http_max_head_bytes=16 * 1024 * 1024).http_max_head_bytes == 16 * 1024 * 1024
+
+
 def test_the_http_send_timeout_is_at_least_a_second() -> None:
     assert Settings().http_send_timeout_s == 60
     with pytest.raises(ValidationError, match="greater than or equal to 1"):
