@@ -417,7 +417,7 @@ def _serve_metrics(settings: Settings, security: SecurityState | None, sock: soc
     scheme = "https" if tls else "http"
     url, every = ready_url(scheme, settings.host, sock.getsockname()[1])
     logger.info("coordinator metrics at %s/metrics%s%s", url, every,
-                " (credentials needed: OUTBOX_PROTECT_METRICS=false opens it)" if settings.metrics_protected
+                " (credentials needed: authentication is on)" if settings.metrics_protected
                 else "")
 
     def stop() -> None:
