@@ -143,14 +143,14 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock, *,
     request_metrics.install(app, settings)
 
     # Every router of the API is authenticated by construction; the health probes are not
-    # (a load balancer has no credentials), /metrics where OUTBOX_PROTECT_METRICS says.
+    # (a load balancer has no credentials), /metrics unless OUTBOX_PROTECT_METRICS=false opens it.
     api_routers = [m.router for m in (topics, producers, records, fetch, transactions, groups, console_history)]
     api_routers += [transactions.admin_router, acls.router, acls.principals_router, acls.cluster_router]
     # After authentication: a caller without credentials learns nothing of a route's parameters.
     for router in api_routers:
         app.include_router(router, dependencies=[*authenticated, Depends(refuse_unknown_query_parameters)])
     app.include_router(health.router)
-    app.include_router(metrics.router, dependencies=metrics_dependencies(settings.protect_metrics))
+    app.include_router(metrics.router, dependencies=metrics_dependencies(settings))
     routers = [*api_routers, health.router, metrics.router]
     # The check walks every route as FastAPI serves it, which builds every route's dependencies:
     # 0.1-0.2 s an app, where serving builds only those of the routes asked for; so does the
@@ -159,7 +159,7 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock, *,
     # (all the modules' own objects), so an app built again from the same ones in this process
     # (the tests build thousands) takes the first one's verdict and plan; a route added to any
     # router is checked afresh.
-    built_from = (settings.protect_docs, settings.protect_metrics, *(d.dependency for d in authenticated),
+    built_from = (settings.protect_docs, settings.metrics_protected, *(d.dependency for d in authenticated),
                   tuple(id(route) for router in routers for route in router.routes))
     if built_from not in _CHECKED_ROUTE_SETS:
         _check_every_api_route_is_authenticated(app)
@@ -268,7 +268,7 @@ def _add_security(schema: dict[str, Any], settings: Settings) -> None:
     if not settings.authentication_methods:
         requirement.append({})
     for path, item in schema["paths"].items():
-        if path.startswith("/v1") or (path == "/metrics" and settings.protect_metrics):
+        if path.startswith("/v1") or (path == "/metrics" and settings.metrics_protected):
             for operation in item.values():
                 operation["security"] = requirement
 

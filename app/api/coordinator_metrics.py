@@ -2,7 +2,7 @@
 /metrics answers this process's counters, any other path 404 and any other method 405.
 
 It is an app of the HTTP door, served by uvicorn as `outbox serve`'s is (app.cli.server), so
-that a scrape meets the same checks as serve's /metrics: OUTBOX_PROTECT_METRICS asks for the
+that a scrape meets the same checks as serve's /metrics: with authentication on it asks for the
 same credentials and ACL (app.api.security.metrics_dependencies, authenticate), a caller from
 another host is refused while authentication is unset, and OUTBOX_TLS_CERT_FILE makes it HTTPS.
 A listener of its own beside those checks would be a door around them. Its requests are
@@ -25,10 +25,11 @@ from app.settings import Settings
 
 
 def create_metrics_app(settings: Settings, security: SecurityState | None) -> FastAPI:
-    """security: the process's SecurityState, needed when OUTBOX_PROTECT_METRICS is on with
-    authentication on (None otherwise, as create_app's lifespan leaves it)."""
-    if settings.protect_metrics and settings.authentication_methods and security is None:
-        raise ValueError("OUTBOX_PROTECT_METRICS with authentication on needs the process's SecurityState")
+    """security: the process's SecurityState, needed when /metrics is protected
+    (Settings.metrics_protected; None otherwise, as create_app's lifespan leaves it)."""
+    if settings.metrics_protected and security is None:
+        raise ValueError("a protected /metrics (authentication on, OUTBOX_PROTECT_METRICS not false) needs the "
+                         "process's SecurityState")
     # No docs: this port serves no API. No slash redirect: /metrics/ is another path, and a
     # redirect would tell a caller that mistook the port for the API's that it found something.
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None, redirect_slashes=False)
@@ -47,7 +48,7 @@ def create_metrics_app(settings: Settings, security: SecurityState | None) -> Fa
         # and one process computing them is enough.
         return exposition()
 
-    app.include_router(router, dependencies=metrics_dependencies(settings.protect_metrics))
+    app.include_router(router, dependencies=metrics_dependencies(settings))
     request_metrics.install(app, settings)
     return app
 

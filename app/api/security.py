@@ -50,6 +50,7 @@ from app.domain.errors import (
     TransactionalIdAuthorizationFailed,
 )
 from app.services.security import API_KEY_PREFIX, SecurityState, audit_line
+from app.settings import Settings
 
 NOBODY = Principal(ANONYMOUS, "none")
 
@@ -359,9 +360,10 @@ def requires(operation: Operation, resource: Resource) -> Any:
     return Depends(check)
 
 
-def metrics_dependencies(protect_metrics: bool) -> list[Any]:
-    """Who may read /metrics: anyone, or with OUTBOX_PROTECT_METRICS a principal allowed
-    describe on the cluster. The one rule for every process's /metrics (`outbox serve`'s, and
-    `outbox coordinator`'s on its own port, app.api.coordinator_metrics): what the service
-    does and holds is the same secret through either door, so neither may be more open."""
-    return [requires(Operation.DESCRIBE, CLUSTER)] if protect_metrics else []
+def metrics_dependencies(settings: Settings) -> list[Any]:
+    """Who may read /metrics: with authentication on a principal allowed describe on the
+    cluster, unless OUTBOX_PROTECT_METRICS=false opens it to anyone (Settings.metrics_protected).
+    The one rule for every process's /metrics (`outbox serve`'s, and `outbox coordinator`'s on
+    its own port, app.api.coordinator_metrics): what the service does and holds is the same
+    secret through either door, so neither may be more open."""
+    return [requires(Operation.DESCRIBE, CLUSTER)] if settings.metrics_protected else []

@@ -255,7 +255,7 @@ def coordinator(settings: Settings, args: argparse.Namespace) -> int:
     _warn_of_open_file_limit(settings, http=metrics is not None, pool_size=coordinator_pool_size(settings))
     db = open_database(settings, pool_size=coordinator_pool_size(settings))
     security = None
-    if metrics is not None and settings.protect_metrics and settings.authentication_methods:
+    if metrics is not None and settings.metrics_protected:
         from app.services.security import SecurityState
 
         # The API keys and ACLs a scrape is checked against, kept fresh by a refresher chore.
@@ -369,7 +369,7 @@ def _metrics_listener(settings: Settings) -> tuple[socket.socket, dict]:  # type
         logger.warning("authentication is off (OUTBOX_AUTHENTICATION=none): whoever reaches %s:%d may read "
                        "this process's metrics", host, port)
     tls = _tls_options(settings)
-    if settings.protect_metrics:
+    if settings.metrics_protected:
         _check_jwt_key(settings)
     try:
         return _listen(host, port, "OUTBOX_COORDINATOR_METRICS_PORT"), tls
@@ -419,8 +419,8 @@ def _serve_metrics(settings: Settings, security: SecurityState | None, sock: soc
     scheme = "https" if tls else "http"
     url, every = ready_url(scheme, settings.host, sock.getsockname()[1])
     logger.info("coordinator metrics at %s/metrics%s%s", url, every,
-                " (credentials needed: OUTBOX_PROTECT_METRICS)" if settings.protect_metrics
-                and settings.authentication_methods else "")
+                " (credentials needed: authentication is on)" if settings.metrics_protected
+                else "")
 
     def stop() -> None:
         server.should_exit = True

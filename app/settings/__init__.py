@@ -286,8 +286,10 @@ class Settings(KafkaSettings):
     tls_client_ca_file: str | None = None
     # With authentication on: /metrics (serve's and the coordinator's), and the API's pages
     # (/docs, /redoc, /openapi.json), need credentials too (and describe on the cluster for
-    # /metrics).
-    protect_metrics: bool = False
+    # /metrics). Unset, /metrics follows authentication (metrics_protected): its topic names,
+    # group ids, lag and offsets are data the contract lets no anonymous caller read, so only
+    # an explicit false opens it.
+    protect_metrics: bool | None = None
     protect_docs: bool = False
     # The console's rate history (GET /v1/console/history, app.api.rate_history): every
     # interval this process samples its own counters, and keeps the rates of the last window.
@@ -403,6 +405,7 @@ class Settings(KafkaSettings):
             raise ValueError("OUTBOX_TLS_CLIENT_CA_FILE set, but mtls is not in OUTBOX_AUTHENTICATION")
         if not methods:
             stray = [name for name, v in (("OUTBOX_SUPER_USERS", self.super_users),
+                                          # Only an explicit true: unset and false alike leave it open.
                                           ("OUTBOX_PROTECT_METRICS", self.protect_metrics),
                                           ("OUTBOX_PROTECT_DOCS", self.protect_docs)) if v]
             if stray:
@@ -575,6 +578,12 @@ class Settings(KafkaSettings):
         if self.authentication in (None, NO_AUTHENTICATION):
             return ()
         return tuple(self.authentication.split(","))
+
+    @property
+    def metrics_protected(self) -> bool:
+        """Whether /metrics (serve's and the coordinator's) needs credentials and describe on
+        the cluster: with authentication on, unless OUTBOX_PROTECT_METRICS=false opens it."""
+        return bool(self.authentication_methods) and self.protect_metrics is not False
 
     @property
     def super_user_list(self) -> frozenset[str]:

@@ -72,18 +72,26 @@ def _coordinator_metrics(launcher: Launcher, port: int, **settings: Any) -> Serv
             time.sleep(0.1)
 
 
-def test_the_coordinator_s_metrics_refuse_a_scrape_without_credentials_when_protected(launcher: Launcher) -> None:
+def test_the_coordinator_s_metrics_refuse_a_scrape_without_credentials_with_authentication_on(
+        launcher: Launcher) -> None:
     port = free_port()
-    _coordinator_metrics(launcher, port, **AUTH, protect_metrics=True)
+    _coordinator_metrics(launcher, port, **AUTH)
     r = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5)
     assert (r.status_code, r.json()["error_code"]) == (401, "AUTHENTICATION_FAILED")
     assert "outbox_coordinator_passes_total" not in r.text
 
 
+def test_the_coordinator_s_metrics_opened_with_protect_metrics_false_need_no_credentials(launcher: Launcher) -> None:
+    port = free_port()
+    _coordinator_metrics(launcher, port, **AUTH, protect_metrics=False)
+    r = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5)
+    assert r.status_code == 200 and "outbox_coordinator_passes_total" in r.text
+
+
 def test_the_coordinator_s_protected_metrics_answer_a_principal_allowed_to_describe_the_cluster(
         launcher: Launcher) -> None:
     port = free_port()
-    _coordinator_metrics(launcher, port, **AUTH, protect_metrics=True)
+    _coordinator_metrics(launcher, port, **AUTH)
     admin = create_key(launcher, "admin")
     r = httpx.get(f"http://127.0.0.1:{port}/metrics", headers=bearer(admin), timeout=5)
     assert r.status_code == 200 and "outbox_coordinator_passes_total" in r.text
@@ -91,7 +99,7 @@ def test_the_coordinator_s_protected_metrics_answer_a_principal_allowed_to_descr
 
 def test_the_coordinator_s_protected_metrics_refuse_a_principal_no_acl_allows(launcher: Launcher) -> None:
     port = free_port()
-    _coordinator_metrics(launcher, port, **AUTH, protect_metrics=True)
+    _coordinator_metrics(launcher, port, **AUTH)
     alice = create_key(launcher, "alice")
     r = httpx.get(f"http://127.0.0.1:{port}/metrics", headers=bearer(alice), timeout=5)
     assert (r.status_code, r.json()["error_code"]) == (403, "CLUSTER_AUTHORIZATION_FAILED")
@@ -147,7 +155,7 @@ def test_refusals_and_changes_are_audited_and_no_secret_reaches_a_log(launcher: 
             {"principal": "User:alice", "resource_type": "topic", "resource_name": "orders", "operation": "read"}]})
         assert r.status_code == 200
         created = c.post("/v1/principals/bob/api-keys", headers=bearer(admin)).json()
-        metrics = c.get("/metrics").text
+        metrics = c.get("/metrics", headers=bearer(admin)).text
     log = server.log_text()
     assert "User:alice describe topic:orders refused" in log
     assert "authenticate GET /v1/topics refused" in log

@@ -258,6 +258,8 @@ OPERATIONS: dict[str, Op] = {
                          ((C, CLUSTER_NAME, Operation.ALTER),), ok=201),
     "revoke_api_key": Op(lambda w: ("DELETE", f"/v1/principals/User:carol/api-keys/{w.values['key_id']}", None),
                          ((C, CLUSTER_NAME, Operation.ALTER),), prepare=_key),
+    # Topic names, group ids, lag and offsets: with OUTBOX_PROTECT_METRICS unset, as here.
+    "metrics": Op(lambda w: ("GET", "/metrics", None), ((C, CLUSTER_NAME, Operation.DESCRIBE),)),
 }
 # Requests of an operation above that need more than its rule there.
 VARIANTS: dict[str, Op] = {
@@ -273,8 +275,8 @@ VARIANTS: dict[str, Op] = {
         ((G, "g", Operation.DESCRIBE), (T, "orders", Operation.DESCRIBE))),
 }
 ALL = {**OPERATIONS, **VARIANTS}
-# Open with authentication on: the probes, and /metrics unless OUTBOX_PROTECT_METRICS.
-OPEN = {"healthz", "readyz", "metrics"}
+# Open with authentication on: the probes (a load balancer has no credentials).
+OPEN = {"healthz", "readyz"}
 # Never refused for want of an ACL: they leave out what the principal may not describe.
 FILTERED = {"list_topics", "list_transactions", "list_groups", "fetch_partitions", "console_lag_history",
             "describe_cluster_authorized_operations"}
@@ -448,8 +450,20 @@ def test_a_401_offers_basic_only_to_a_browser_navigating_each_scheme_in_a_header
         'Bearer realm="outbox"', 'Basic realm="outbox", charset="UTF-8"']
 
 
-def test_the_probes_and_metrics_need_no_credentials(world: World) -> None:
-    assert [world.client.get(p).status_code for p in ("/healthz", "/readyz", "/metrics")] == [200, 200, 200]
+def test_the_probes_need_no_credentials(world: World) -> None:
+    assert [world.client.get(p).status_code for p in ("/healthz", "/readyz")] == [200, 200]
+
+
+def test_metrics_opened_with_protect_metrics_false_need_no_credentials(db_url: str, clock: Any) -> None:
+    settings = Settings(database_url=db_url, **QUIET, authentication="api_key", protect_metrics=False)
+    with TestClient(create_app(settings, clock)) as c:
+        assert c.get("/metrics").status_code == 200
+        assert "security" not in c.get("/openapi.json").json()["paths"]["/metrics"]["get"]
+
+
+def test_the_served_openapi_document_says_metrics_need_credentials(world: World) -> None:
+    operation = world.client.get("/openapi.json").json()["paths"]["/metrics"]["get"]
+    assert operation["security"] == [{"bearerAuth": []}, {"basicAuth": []}]
 
 
 def test_list_topics_shows_only_the_topics_the_principal_may_describe(world: World) -> None:

@@ -8,8 +8,12 @@ does not run as root.
 
 from __future__ import annotations
 
+import http.server
 import json
 import shlex
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -143,13 +147,49 @@ def test_the_one_shot_migration_turns_the_image_healthcheck_off(compose: dict) -
     assert compose["services"]["migrate"]["healthcheck"]["disable"] is True
 
 
-def test_the_coordinator_serves_metrics_on_all_interfaces_and_its_healthcheck_asks_that_port(compose: dict) -> None:
+def _coordinator_settings(compose: dict) -> Settings:
     env = compose["services"]["coordinator"]["environment"]
-    settings = Settings(**{k.removeprefix("OUTBOX_").lower(): v for k, v in env.items()})
+    return Settings(**{k.removeprefix("OUTBOX_").lower(): v for k, v in env.items()})
+
+
+def test_the_coordinator_serves_metrics_on_all_interfaces_and_its_healthcheck_asks_that_port(compose: dict) -> None:
+    settings = _coordinator_settings(compose)
     assert settings.host == "0.0.0.0" and settings.coordinator_metrics_port is not None
     snippet = _python_c_snippet(_healthcheck_argv(compose["services"]["coordinator"]["healthcheck"]["test"]))
     assert f"http://127.0.0.1:{settings.coordinator_metrics_port}/metrics" in snippet
     compile(snippet, "<healthcheck>", "exec")
+
+
+def test_the_coordinator_s_metrics_on_all_interfaces_need_credentials(compose: dict) -> None:
+    assert _coordinator_settings(compose).metrics_protected
+
+
+@pytest.mark.parametrize(("status", "healthy"), [(200, True), (401, True), (404, False), (500, False)])
+def test_the_coordinator_healthcheck_takes_the_ports_answer_without_credentials_as_healthy(
+        compose: dict, status: int, healthy: bool) -> None:
+    """Run against a stand-in for the port answering `status`: the health check sends no
+    credentials, so the protected port's 401 is its sign of life."""
+    settings = _coordinator_settings(compose)
+    snippet = _python_c_snippet(_healthcheck_argv(compose["services"]["coordinator"]["healthcheck"]["test"]))
+
+    class Answer(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            self.send_response(status if self.path == "/metrics" else 404)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer) as stand_in:
+        threading.Thread(target=stand_in.serve_forever, daemon=True).start()
+        try:
+            snippet = snippet.replace(f"127.0.0.1:{settings.coordinator_metrics_port}",
+                                      f"127.0.0.1:{stand_in.server_address[1]}")
+            done = subprocess.run([sys.executable, "-c", snippet], capture_output=True, timeout=60)
+        finally:
+            stand_in.shutdown()
+    assert (done.returncode == 0) == healthy, done.stderr
 
 
 @pytest.mark.parametrize("name", OUTBOX_SERVICES)

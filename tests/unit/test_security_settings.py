@@ -47,6 +47,7 @@ def test_an_unknown_authentication_method_is_refused(value: str) -> None:
     ({"tls_key_file": "k.pem"}, "without OUTBOX_TLS_CERT_FILE"),
     ({"super_users": "User:admin"}, "names no method"),
     ({"authentication": "none", "protect_metrics": True}, "names no method"),
+    ({"protect_metrics": True}, "names no method"),
     ({"protect_docs": True}, "names no method"),
     ({"security_refresh_interval_ms": 500}, "OUTBOX_SECURITY_REFRESH_INTERVAL_MS set, but"),
     ({"authentication": "none", "security_refresh_interval_ms": 1_000}, "none is refreshed"),
@@ -56,6 +57,16 @@ def test_an_unknown_authentication_method_is_refused(value: str) -> None:
 def test_a_setting_that_would_not_act_is_refused(values: dict, problem: str) -> None:
     with pytest.raises(ValidationError, match=problem):
         settings(**values)
+
+
+@pytest.mark.parametrize(("authentication", "protect_metrics", "protected"), [
+    (None, None, False), ("none", None, False), (None, False, False),
+    ("api_key", None, True), ("api_key", True, True), ("api_key", False, False),
+])
+def test_metrics_are_protected_with_authentication_on_unless_protect_metrics_is_false(
+        authentication: str | None, protect_metrics: bool | None, protected: bool) -> None:
+    values = {} if protect_metrics is None else {"protect_metrics": protect_metrics}
+    assert settings(authentication=authentication, **values).metrics_protected is protected
 
 
 def test_super_users_are_separated_by_semicolons() -> None:
