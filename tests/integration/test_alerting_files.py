@@ -215,13 +215,15 @@ def test_the_readmes_prometheus_yml_saved_at_the_repository_root_loads_the_rules
     configuration whose rule files load, and the command it gives Prometheus names a storage path
     of its own (Debian's default is its service's directory, which a user cannot write)."""
     section = _readme_alerting()
-    [config] = re.findall(r"```yaml\n(.*?)```", section, re.DOTALL)
+    # The file, then the lines its job takes with OUTBOX_PROTECT_METRICS (a key file beside it).
+    [config, credentials] = re.findall(r"```yaml\n(.*?)```", section, re.DOTALL)
     (tmp_path / "docker").symlink_to(ROOT / "docker")
-    (tmp_path / "prometheus.yml").write_text(config)
+    (tmp_path / "outbox.key").write_text("k\n")
 
-    done = promtool("check", "config", str(tmp_path / "prometheus.yml"))
-
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS: 1 rule files found" in done.stdout + done.stderr
+    for written in (config, config + credentials):
+        (tmp_path / "prometheus.yml").write_text(written)
+        done = promtool("check", "config", str(tmp_path / "prometheus.yml"))
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "SUCCESS: 1 rule files found" in done.stdout + done.stderr
     [command] = re.findall(r"`(prometheus --config\.file=prometheus\.yml[^`]*)`", section)
     assert "--storage.tsdb.path=" in command
