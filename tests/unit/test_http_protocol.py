@@ -85,15 +85,21 @@ async def json_answer(scope: Any, receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": b'{"ok":true}'})
 
 
+def connected(protocol: type, app: Any) -> tuple[Any, RecordingTransport]:
+    """A connection of `protocol` serving `app`, made on a RecordingTransport."""
+    config = uvicorn.Config(app, lifespan="off", log_level="warning")
+    config.load()
+    served = protocol(config=config, server_state=ServerState(), app_state={})
+    transport = RecordingTransport()
+    served.connection_made(transport)
+    return served, transport
+
+
 def served(protocol: type, app: Any, steps: int = 20, request: bytes = REQUEST) -> RecordingTransport:
     """The transport `protocol` writes to for `request` answered by `app`, after `steps` loop steps."""
 
     async def run() -> RecordingTransport:
-        config = uvicorn.Config(app, lifespan="off", log_level="warning")
-        config.load()
-        served = protocol(config=config, server_state=ServerState(), app_state={})
-        transport = RecordingTransport()
-        served.connection_made(transport)
+        served, transport = connected(protocol, app)
         served.data_received(request)
         for _ in range(steps):
             await asyncio.sleep(0)
@@ -358,11 +364,7 @@ def fed(protocol: type, app: Any, chunks: list[bytes], seconds: float) -> tuple[
     it had written (before the app's task, cancelled at the end, closes it as it ends)."""
 
     async def run() -> tuple[bool, list[bytes]]:
-        config = uvicorn.Config(app, lifespan="off", log_level="warning")
-        config.load()
-        served = protocol(config=config, server_state=ServerState(), app_state={})
-        transport = RecordingTransport()
-        served.connection_made(transport)
+        served, transport = connected(protocol, app)
         for chunk in chunks:
             if chunk:
                 served.data_received(chunk)
@@ -587,11 +589,7 @@ def trickled(protocol: type, app: Any, head: bytes, pieces: list[bytes], every_s
     nothing for 20 × TIMEOUT_S (its log as it was then, before the connection ends)."""
 
     async def run() -> RecordingTransport:
-        config = uvicorn.Config(app, lifespan="off", log_level="warning")
-        config.load()
-        served = protocol(config=config, server_state=ServerState(), app_state={})
-        transport = RecordingTransport()
-        served.connection_made(transport)
+        served, transport = connected(protocol, app)
         served.data_received(head)
         for piece in pieces:
             await asyncio.sleep(every_s)
@@ -623,11 +621,7 @@ def test_an_answered_request_is_closed_once_its_body_ends_and_not_before() -> No
     protocol = with_request_timeout(with_one_write(import_from_string(HTTP_PROTOCOLS["httptools"])), TIMEOUT_S)
 
     async def run() -> tuple[list[bytes | str], list[bytes | str]]:
-        config = uvicorn.Config(refuses, lifespan="off", log_level="warning")
-        config.load()
-        served = protocol(config=config, server_state=ServerState(), app_state={})
-        transport = RecordingTransport()
-        served.connection_made(transport)
+        served, transport = connected(protocol, refuses)
         served.data_received(POST_HEAD % 10 + b"x" * 5)
         for _ in range(20):
             await asyncio.sleep(0)
@@ -698,11 +692,7 @@ def fed_in(protocol: type, app: Any, chunks: list[bytes]) -> RecordingTransport:
     then, before the connection ends)."""
 
     async def run() -> RecordingTransport:
-        config = uvicorn.Config(app, lifespan="off", log_level="warning")
-        config.load()
-        served = protocol(config=config, server_state=ServerState(), app_state={})
-        transport = RecordingTransport()
-        served.connection_made(transport)
+        served, transport = connected(protocol, app)
         for chunk in chunks:
             if not transport.closed:
                 served.data_received(chunk)
