@@ -408,17 +408,22 @@ def _say_close_when_answered_early(cycle: Any) -> None:
     request's body is all in say `connection: close`, so that its client does not send another
     request on a connection that ends with the body (with_request_timeout's lingering close).
     uvicorn, told so, would close the connection at the answer's end, the rest of the body
-    unread, which resets it: it is kept alive as before, for the linger to close; if the body
-    ends before the answer does, uvicorn closes it at the answer's end, as it said."""
+    unread, which resets it: it is kept alive, for the linger to close, whatever the request
+    asked (a `Connection: close` or HTTP/1.0 request, not kept alive anyway, was closed as
+    soon as it was answered); if the body ends before the answer does, uvicorn closes it at the
+    answer's end, as it said."""
     send = cycle.send
     said_close = False
 
     async def send_closing(message: Any) -> None:
         nonlocal said_close
         if message["type"] == "http.response.start" and not cycle.response_started and cycle.more_body:
-            said_close, keep_alive = True, cycle.keep_alive
-            await send({**message, "headers": [*message.get("headers", []), (b"connection", b"close")]})
-            cycle.keep_alive = keep_alive
+            said_close = True
+            headers = message.get("headers", [])
+            if not any(name.lower() == b"connection" and value.lower() == b"close" for name, value in headers):
+                headers = [*headers, (b"connection", b"close")]
+            await send({**message, "headers": headers})
+            cycle.keep_alive = True
             return
         if said_close and not cycle.more_body:  # the body is all in: nothing left to linger for
             cycle.keep_alive = False

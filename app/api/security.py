@@ -21,9 +21,11 @@ A request that carries an Authorization header is judged by it, certificate or n
 
 Before any route, the body limit (app.api.body_limit) asks `principal_of` whose a large body is,
 to count it in that principal's share of the body budget: the same credentials read the same
-way (`_credited`), from the headers alone and from the keys and tokens this process remembers
-(a key not seen before costs its one scrypt there rather than in the route); a refusal there
-is neither counted nor answered, the route's `authenticate` does that.
+way (`_credited`), from the headers alone and only from the keys and tokens this process
+remembers: a key or token not seen before is left to the route, whose `authenticate` checks
+it once, counts and audits a refusal, and throttles a wrong secret (checked before the route,
+a wrong secret sent to any path, a 404 or /healthz, throttled its key's owner with nothing
+counted or audited); its first large body then takes from the total budget only.
 """
 
 from __future__ import annotations
@@ -109,13 +111,20 @@ async def authenticate(request: Request) -> Principal:
         raise
 
 
-async def _credited(state: SecurityState, request: Request) -> Principal:
+class _NotRemembered(AuthenticationFailed):
+    """Credentials this process has not checked yet, where only remembered ones are looked at."""
+
+
+async def _credited(state: SecurityState, request: Request, *, remembered_only: bool = False) -> Principal:
     """The principal the request's credentials name, or AuthenticationFailed (neither counted
-    nor audited: the caller does that)."""
+    nor audited: the caller does that); with `remembered_only`, _NotRemembered for a key or
+    token not checked before, which is then not checked (no scrypt, no signature, no JWKS
+    fetch, no throttle of a wrong secret)."""
     methods = state.settings.authentication_methods
     header = request.headers.get("authorization")
     if header is not None:
-        principal = await _from_header(state, methods, header, request.client.host if request.client else None)
+        principal = await _from_header(state, methods, header, request.client.host if request.client else None,
+                                       remembered_only=remembered_only)
         if header.lstrip()[:6].lower() == "basic ":
             _refuse_cross_site(request)
         return principal
@@ -133,8 +142,10 @@ async def principal_of(scope: Scope) -> str | None:
     """Whose a request is, from its headers alone, before anything of it is routed or read
     (app.api.body_limit: whose share of the body budget a large body takes): the principal
     `authenticate` finds for the same credentials, or None where authenticate would refuse
-    them, and where it cannot tell yet (the database's schema not at head: the route answers
-    SCHEMA_NOT_MIGRATED first; the database unavailable). None is neither counted nor
+    them, where this process has not checked them yet (they are then left to the route's
+    authenticate, whose refusal is counted, audited and throttled), and where it cannot tell
+    yet (the database's schema not at head: the route answers SCHEMA_NOT_MIGRATED first; the
+    database unavailable). None is neither counted nor
     audited, nor answered here: the request goes on to its route, whose own authenticate
     refuses it once, as it would have without this look (or a route that takes no
     credentials answers it as before)."""
@@ -145,7 +156,7 @@ async def principal_of(scope: Scope) -> str | None:
     if not request.app.state.schema_gate.open:
         return None
     try:
-        return str(await _credited(state, request))
+        return str(await _credited(state, request, remembered_only=True))
     except OutboxError:  # AuthenticationFailed, or the database's error: the route answers it
         return None
 
@@ -219,17 +230,19 @@ def _how(methods: tuple[str, ...]) -> str:
 
 
 async def _from_header(state: SecurityState, methods: tuple[str, ...], header: str,
-                       client: str | None) -> Principal:
+                       client: str | None, *, remembered_only: bool = False) -> Principal:
     scheme, _, credentials = header.strip().partition(" ")
     credentials = credentials.strip()
     scheme = scheme.lower()
     if scheme == "bearer" and credentials:
         if credentials.startswith(API_KEY_PREFIX) and "api_key" in methods:
-            return Principal(await _api_key(state, credentials, client), "api_key")
+            return Principal(await _api_key(state, credentials, client, remembered_only), "api_key")
         if state.jwt is not None:
             try:
                 if state.jwt.remembers(credentials):
                     return Principal(state.jwt.principal(credentials), "jwt")
+                if remembered_only:
+                    raise _NotRemembered("a token not checked yet")
                 return Principal(await run_in_threadpool(state.jwt.principal, credentials), "jwt")
             except AuthenticationFailed as e:
                 e.details = {"method": "jwt"}
@@ -249,7 +262,7 @@ async def _from_header(state: SecurityState, methods: tuple[str, ...], header: s
         if not sep or not key:
             raise AuthenticationFailed("Basic credentials must be <principal>:<API key>, base64-encoded",
                                        method="api_key")
-        principal = await _api_key(state, key, client)
+        principal = await _api_key(state, key, client, remembered_only)
         if user and acl.principal_name(user) != principal:
             raise AuthenticationFailed("the API key belongs to another principal than the user name given",
                                        method="api_key")
@@ -259,10 +272,12 @@ async def _from_header(state: SecurityState, methods: tuple[str, ...], header: s
     )
 
 
-async def _api_key(state: SecurityState, key: str, client: str | None) -> str:
+async def _api_key(state: SecurityState, key: str, client: str | None, remembered_only: bool = False) -> str:
     try:
         if state.remembers(key):
             return state.api_key_principal(key, client)
+        if remembered_only:
+            raise _NotRemembered("an API key not checked yet")
         # A key not seen before costs one scrypt (tens of milliseconds): off the event loop.
         return await run_in_threadpool(state.api_key_principal, key, client)
     except AuthenticationFailed as e:

@@ -25,6 +25,7 @@ before it starts, as it waits for its whole life.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from dataclasses import dataclass, replace
@@ -155,18 +156,22 @@ class LongPoll:
         finally:
             if place is not None:
                 place.release()
+        await self._refuse_if_crowded(answer)
+        _FETCHED[isolation].inc(got)
+        return answer
+
+    async def _refuse_if_crowded(self, answer: FetchAnswer) -> None:
+        """ThrottlingQuotaExceeded, `answer` closed, when its read would be spooled and the
+        spool is full of what clients have not read: started, it would wait for its client
+        holding its connection beside as many others as may (SpoolBytes.crowded), or pass the
+        spool's bound."""
         if answer.held is not None and self.spool_bytes.crowded():
-            # Its read would be spooled, and the spool is full of what clients have not read:
-            # started, it would wait for its client holding its connection, beside as many
-            # others as may (SpoolBytes.crowded).
             await close(answer)
             raise ThrottlingQuotaExceeded(
                 f"{self.spool_bytes.max_waiting} large answers already wait for their clients to read them, the most "
                 "that may (half of OUTBOX_DB_POOL_SIZE), the answers spooled having reached OUTBOX_FETCH_SPOOL_MAX_BYTES: "
                 "retry later, or ask for fewer bytes (max_bytes up to 1 MiB is answered whole)",
                 bound="spool", limit=self.spool_bytes.max_waiting)
-        _FETCHED[isolation].inc(got)
-        return answer
 
     async def open_stream(self, topic: str, partition: int, position: int, *, max_records: int, max_bytes: int,
                           principal: str, encode: Callable[[list[StoredRecord]], bytes]) -> Stream:
@@ -182,6 +187,7 @@ class LongPoll:
             if w.error is not None:
                 await close(first)
                 raise w.error
+            await self._refuse_if_crowded(first)
         except BaseException:
             place.release()
             raise
@@ -257,6 +263,15 @@ class Stream:
                 if changes.closing:
                     return
                 self._read = replace(self._read, partitions=((topic, partition, result.next_offset),))
+                # Its next read may be large: not taken while the spool is crowded (it would pass
+                # the spool's bound, SpoolBytes.take), holding nothing meanwhile, heartbeats going on.
+                while long_poll.spool_bytes.crowded() and not changes.closing:
+                    await asyncio.sleep(SpoolBytes.WAIT_S)
+                    if time.monotonic() - quiet_since >= HEARTBEAT_S:
+                        yield None
+                        quiet_since = time.monotonic()
+                if changes.closing:
+                    return
                 since, answer = await long_poll._read(self._read)
         finally:
             self.close()

@@ -154,6 +154,21 @@ def test_credentials_that_do_not_authenticate_are_401_before_the_body_takes_anyt
     assert (r.status_code, r.json()["error_code"], budget.held) == (401, "AUTHENTICATION_FAILED", 6 * MIB)
 
 
+def test_a_wrong_secret_on_a_large_body_is_left_to_its_route_and_throttles_no_one(
+        secured: tuple[TestClient, dict[str, dict[str, str]]]) -> None:
+    # Checked before routing, a wrong secret for alice's key sent to a path that takes no
+    # credentials paid a scrypt, counted and audited nowhere, and throttled alice's next
+    # request from the same address as after a wrong secret.
+    client, keys = secured
+    wrong = keys["alice"]["Authorization"][:-4] + "xxxx"
+    r = client.post("/v1/nosuch", content=b"x" * (2 * MIB), headers={"Authorization": wrong,
+                                                                     "content-type": "application/json"})
+    assert r.status_code == 404, r.text
+    sent = client.post("/v1/records", json={"batches": [{"topic": "orders", "partition": 0, "records": [{"value": 1}]}]},
+                       headers=keys["alice"])
+    assert sent.status_code == 200, sent.text
+
+
 def test_with_authentication_off_every_caller_is_one_principal_whose_share_is_the_whole_budget(
         db_url: str, clock: Any) -> None:
     settings = Settings(database_url=db_url, **QUIET, max_request_bytes=2 * MIB, http_max_queued_body_bytes=6 * MIB,

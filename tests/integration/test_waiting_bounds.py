@@ -6,6 +6,7 @@ What happens when a client disconnects is in tests/e2e/test_waiting_readers.py (
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -182,3 +183,36 @@ def test_the_per_principal_bound_refuses_that_principal_only(secured: tuple[Test
     assert refused.json()["details"] == {"bound": "principal", "limit": 2}
     assert refused.json()["message"].startswith("User:alice already has 2 requests waiting")
     assert answer["r"].status_code == 200 and [x["value"] for x in answer["r"].json()["records"]] == ["for bob"]
+
+
+@pytest.fixture
+def crowded(db_url: str, clock: Any) -> Iterator[TestClient]:
+    """A service whose `orders/0` holds a record of 1.5 MB and a small one (a read past 1 MiB,
+    a stream's of one commit point too, is spooled), with as many reads waiting for
+    non-reading clients as may (SpoolBytes.max_waiting)."""
+    settings = Settings(database_url=db_url, run_coordinator=False, auto_migrate=False)
+    with TestClient(create_app(settings, clock)) as c:
+        created = c.post("/v1/topics", json={"name": "orders", "config": {"max_message_bytes": 4_000_000}})
+        assert created.status_code == 201, created.text
+        for value in ("x" * 1_500_000, "y"):
+            assert send(c, [batch("orders", 0, [value])]).status_code == 200
+        spooled = c.app.state.services.long_poll.spool_bytes  # type: ignore[attr-defined]
+        spooled.waiting = spooled.max_waiting  # as when that many wait in SpoolBytes.take
+        yield c
+        spooled.waiting = 0
+
+
+@pytest.mark.parametrize("path", [RECORDS + "?max_bytes=4000000", "/v1/topics/orders/partitions/0/stream"],
+                         ids=["fetch", "stream"])
+def test_a_large_answer_is_refused_while_the_spool_is_crowded(crowded: TestClient, path: str) -> None:
+    with crowded.stream("GET", path) as r:  # a stream not refused would not end: its head is enough
+        assert r.status_code == 429
+        answer = json.loads(r.read())
+    assert (answer["error_code"], answer["details"]) == ("THROTTLING_QUOTA_EXCEEDED", {
+        "bound": "spool", "limit": crowded.app.state.services.long_poll.spool_bytes.max_waiting})  # type: ignore[attr-defined]
+
+
+def test_an_answer_built_whole_is_not_refused_while_the_spool_is_crowded(crowded: TestClient) -> None:
+    r = crowded.get(RECORDS, params={"offset": 1, "max_bytes": 1})
+    assert r.status_code == 200, r.text
+    assert [record["offset"] for record in r.json()["records"]] == [1]
