@@ -68,10 +68,12 @@ class SpoolBytes:
     `max_waiting` reads wait at once: clients which stop reading (however many, and whoever
     they are) never hold the whole pool, which the service's other requests and its chores (the
     coordinator's timeouts) need. `crowded()` says when that many wait: a new large answer is
-    then refused (LongPoll.fetch) rather than started. A read that finds that many waiting all
-    the same (one admitted before they were, or a stream's next read) takes its bytes past the
-    bound rather than wait: the bound is passed by at most the reads admitted while there was
-    room, each a Fetch's bytes at most, and those reads give their connections back."""
+    then refused (LongPoll.fetch, open_stream), and a stream's next read held off (Stream),
+    rather than started. A read that finds that many waiting all the same (one admitted before
+    they were) takes its bytes past the bound rather than wait: the bound is passed by at most
+    the reads admitted while there was room, each a Fetch's bytes at most and each holding a
+    connection while it reads (so at most the pool's), and those reads give their connections
+    back."""
 
     WAIT_S = 0.1  # how often a waiting spool looks whether it was closed, or caught up, meanwhile
 
