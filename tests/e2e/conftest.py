@@ -340,6 +340,7 @@ class ServiceProcess:
         self.args = args
         self.port = port
         self.log_path = log_path
+        self.state_at_teardown: str | None = None
         self._log = open(log_path, "ab")  # noqa: SIM115 - closed in reap()
         self.proc = subprocess.Popen(
             [PYTHON, "-m", "app.cli", *args], cwd=ROOT, env=env,
@@ -357,6 +358,11 @@ class ServiceProcess:
 
     def client(self, **kwargs: Any) -> httpx.Client:
         return httpx.Client(base_url=self.url, timeout=kwargs.pop("timeout", 30.0), **kwargs)
+
+    def state(self) -> str:
+        if self.state_at_teardown is not None:
+            return self.state_at_teardown
+        return "running" if self.alive() else f"exited with {self.proc.returncode}"
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -396,6 +402,11 @@ class ServiceProcess:
         self.proc.wait(timeout=10)
 
     def reap(self) -> None:
+        # What the process was doing when its test ended, for the failure report: a process
+        # that had died (killed by the kernel, say) leaves an empty log and the exit code of
+        # the teardown's kill otherwise.
+        self.state_at_teardown = ("running until the teardown killed it" if self.alive()
+                                  else f"had exited with {self.proc.returncode} before the teardown")
         if self.alive():
             self.proc.kill()
         try:
@@ -478,7 +489,7 @@ class Launcher:
     def report(self) -> str:
         parts = []
         for p in self.processes:
-            parts.append(f"===== {p.label} (pid {p.pid}, exit {p.proc.returncode}) =====\n"
+            parts.append(f"===== {p.label} (pid {p.pid}, {p.state()}) =====\n"
                          f"{p.log_text()[-6000:]}")
         for args, out in self.cli_runs:
             parts.append(f"===== cli {args} =====\n{out[-3000:]}")
