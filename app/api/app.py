@@ -23,7 +23,8 @@ from app.api.methods import HeadAsGet
 from app.api.path_guard import EncodedSlashGuard
 from app.api.deps import require_schema
 from app.composition import Services, serve_chores
-from app.services.byte_budget import ByteBudget, Shares
+from app.services.byte_budget import ByteBudget
+from app.services.shares import Shares
 from app.services.schema_gate import RECHECK_MAX_S, SchemaGate
 from app.services.security import SecurityState
 from app.api.json_body import JsonBody

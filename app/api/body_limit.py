@@ -19,10 +19,15 @@ a byte every 2 s against an 8 MB budget; eight 32 MiB ones at the defaults), and
 principal's large Send was refused for as long as they kept arriving. Whose a body is comes
 from its headers alone, by the routes' own authentication (app.api.security.principal_of),
 looked for only for a body that takes from the budget; past its share, a body is refused with
-the same 429, `details.bound` `body_bytes_per_principal`. Credentials that name nobody take
-nothing: their route answers 401 before it reads the body, as it did, and every other answer
-(a route without credentials, the schema's 503) stays what it was. With authentication off
-every caller is User:ANONYMOUS, whose share is the whole budget (app.api.app).
+the same 429, `details.bound` `body_bytes_per_principal`. Only credentials this process has
+already checked name a principal here: a full check before routing would let a wrong secret sent
+to any path cost a key check, and be counted and audited nowhere. A body whose credentials are
+not known yet (they name nobody, or this process has not checked them) takes nothing before it
+is read: its route authenticates first, answering 401 without reading it where they name
+nobody, and a body its route does read takes its length then, from its principal's share where
+the route's check has now made it known, else from the budget alone. Every other answer (a
+route without credentials, the schema's 503) stays what it was. With authentication off every
+caller is User:ANONYMOUS, whose share is the whole budget (app.api.app).
 """
 
 from __future__ import annotations
@@ -34,7 +39,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.errors import error_body, error_response
 from app.domain.errors import ThrottlingQuotaExceeded
-from app.services.byte_budget import FREE_BELOW_BYTES, ByteBudget, Shares
+from app.services.byte_budget import FREE_BELOW_BYTES, ByteBudget
+from app.services.shares import Shares
 
 # A chunked body takes from the budget in steps of this much, rather than at each chunk that
 # arrives (64 KiB or less each).
@@ -66,9 +72,9 @@ class BodySizeLimit:
             if int(declared) > FREE_BELOW_BYTES:
                 whose, looked = await self.principal_of(scope), True
                 if whose is None:
-                    # Credentials that name nobody: its route refuses it (401, or what a route
-                    # without credentials answers) before it reads the body; should one read it,
-                    # it takes its length then, from the budget alone.
+                    # Credentials not known yet (they name nobody, or this process has not
+                    # checked them): its route authenticates before it reads the body (401 where
+                    # they name nobody); a body it reads takes its length then.
                     deferred = int(declared)
                 else:
                     try:

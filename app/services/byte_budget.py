@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from collections import Counter
 
 # The largest request read without taking from the budget: more than a typical producer's batch
 # of records (librdkafka's batch.size, 1,000,000 bytes), so that producers do not queue behind
@@ -85,31 +84,3 @@ class ByteBudget:
             self.held += size
             waiter.set_result(None)
 
-
-class Shares:
-    """What each principal's requests hold of a budget, at most `max_per_principal` bytes each:
-    the HTTP door's OUTBOX_HTTP_MAX_QUEUED_BODY_BYTES_PER_PRINCIPAL (app.api.body_limit), so
-    that one principal's slow bodies cannot take the whole budget and have every other
-    principal's large requests refused for as long as they keep arriving. Counted on the
-    door's event loop, as the budget is (so no lock)."""
-
-    def __init__(self, max_per_principal: int) -> None:
-        self.max_per_principal = max_per_principal
-        self._by_principal: Counter[str] = Counter()
-
-    def of(self, principal: str) -> int:
-        return self._by_principal[principal]
-
-    def take_now(self, principal: str, size: int) -> bool:
-        """Whether `size` more bytes fit in `principal`'s share; if so they are counted in it."""
-        if self._by_principal[principal] + size > self.max_per_principal:
-            return False
-        self._by_principal[principal] += size
-        return True
-
-    def give_back(self, principal: str, size: int) -> None:
-        left = self._by_principal[principal] - size
-        if left:
-            self._by_principal[principal] = left
-        else:
-            del self._by_principal[principal]

@@ -14,11 +14,11 @@ Places are taken and given back on the event loop only, so the counts need no lo
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Literal
 
 from app import metrics
 from app.domain.errors import ThrottlingQuotaExceeded
+from app.services.shares import Shares
 
 WaitKind = Literal["fetch", "stream", "offset_fetch"]
 
@@ -30,10 +30,10 @@ class WaitingRequests:
         self.max_total = max_total
         self.max_per_principal = max_per_principal
         self.total = 0
-        self._by_principal: Counter[str] = Counter()
+        self._shares = Shares(max_per_principal)
 
     def of(self, principal: str) -> int:
-        return self._by_principal[principal]
+        return self._shares.of(principal)
 
     def enter(self, principal: str, kind: WaitKind) -> Place:
         """A place for one waiting request of `principal`, or ThrottlingQuotaExceeded."""
@@ -41,23 +41,18 @@ class WaitingRequests:
             raise ThrottlingQuotaExceeded(
                 f"{self.total} requests already wait in this process, its most (OUTBOX_MAX_WAITING_REQUESTS): "
                 "retry later, or ask without waiting", bound="process", limit=self.max_total)
-        if self._by_principal[principal] >= self.max_per_principal:
+        if not self._shares.take_now(principal):
             raise ThrottlingQuotaExceeded(
-                f"{principal} already has {self._by_principal[principal]} requests waiting in this process, its "
+                f"{principal} already has {self._shares.of(principal)} requests waiting in this process, its "
                 "most (OUTBOX_MAX_WAITING_REQUESTS_PER_PRINCIPAL): retry later, or ask without waiting",
                 bound="principal", limit=self.max_per_principal)
         self.total += 1
-        self._by_principal[principal] += 1
         _GAUGES[kind].inc()
         return Place(self, principal, kind)
 
     def _leave(self, place: Place) -> None:
         self.total -= 1
-        left = self._by_principal[place.principal] - 1
-        if left:
-            self._by_principal[place.principal] = left
-        else:
-            del self._by_principal[place.principal]
+        self._shares.give_back(place.principal)
         _GAUGES[place.kind].dec()
 
 

@@ -17,8 +17,8 @@ from fastapi.testclient import TestClient
 
 from app.api.app import create_app
 from app.services.byte_budget import FREE_BELOW_BYTES
+from app.services.shares import Shares
 from app.settings import Settings
-from app.services.byte_budget import Shares
 from tests.conftest import QUIET
 from tests.helpers import create_topic
 

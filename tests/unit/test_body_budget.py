@@ -15,7 +15,8 @@ from starlette.types import Message, Receive, Scope, Send
 from app.api.body_limit import GROWTH_STEP_BYTES, BodySizeLimit
 from app.api.errors import error_response
 from app.domain.errors import ThrottlingQuotaExceeded
-from app.services.byte_budget import FREE_BELOW_BYTES, ByteBudget, Shares
+from app.services.byte_budget import FREE_BELOW_BYTES, ByteBudget
+from app.services.shares import Shares
 
 MIB = 1 << 20
 MAX_BODY = 4 * MIB
