@@ -40,6 +40,7 @@ import orjson
 
 from app.domain.errors import InvalidRequest, RecordListTooLarge
 from app.domain.log_cleaning import record_sizes
+from app.domain.topic_names import check_topic_address
 from app.domain.types import MAX_INT32, MAX_INT64, ValueFormat
 
 MAX_DEPTH = 254
@@ -61,8 +62,6 @@ _LONG_RUN = b"0" * 210
 _NOT_BRACKETS = bytes(i for i in range(256) if i not in b"[]{}")
 # One pass removes the innermost pairs of either kind at once: exactly one level everywhere.
 _INNERMOST = re.compile(rb"\[\]|\{\}")
-# A topic's name: Kafka's length, and nothing a URL path or a log line would misread.
-_TOPIC_NAME = re.compile(r"[^/\x00-\x1f\x7f]{1,249}")
 
 
 @dataclass(slots=True)
@@ -151,8 +150,7 @@ def check_record_count(total: int, limit: int) -> None:
 
 def check_address(topic: Any, partition: Any) -> None:
     """A topic's name and a partition number as a Send's schema takes them."""
-    if not isinstance(topic, str) or not _TOPIC_NAME.fullmatch(topic):
-        raise InvalidRequest(f"topic: a topic's name is 1 to 249 characters without '/' or control characters, not {topic!r}")
+    check_topic_address(topic)
     if type(partition) is not int or not 0 <= partition <= MAX_INT32:
         raise InvalidRequest(f"partition: must be an integer from 0 to {MAX_INT32}, not {partition!r}")
 

@@ -4,21 +4,19 @@ IncrementalAlterConfigs, CreatePartitions, DeleteTopics and DeleteRecords)."""
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from app.domain.clock import Clock
-from app.domain.errors import InvalidPartitions, InvalidTopic
+from app.domain.errors import InvalidPartitions
 from app.domain.topic_admin import check_deletable, new_log_start, partitions_to_add
 from app.domain.topic import PartitionInfo, Topic
 from app.domain.topic_config import TopicConfig, new_topic_config
+from app.domain.topic_names import check_new_topic_name
 from app.settings import Settings
 from app.storage import offsets, read_committed, topics
 from app.storage.engine import Database
 
-# Kafka's legal topic names.
-TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 
 
 class _Validated(Exception):
@@ -42,10 +40,7 @@ class TopicService:
         validateOnly)."""
         if config is None:
             config = TopicConfig(max_message_bytes=self.settings.message_max_bytes)
-        if not TOPIC_NAME.fullmatch(name) or name in (".", ".."):
-            raise InvalidTopic(
-                f"topic name {name!r} is not legal: use 1-249 of a-z A-Z 0-9 . _ -"
-            )
+        check_new_topic_name(name)
         if partition_count not in self.settings.partition_count_limit:
             raise InvalidPartitions(f"partitions must be in {self.settings.partition_count_limit}")
         return self._write(validate_only, lambda conn: topics.create_topic(

@@ -36,6 +36,7 @@ from sqlalchemy import (
 from app.domain.acl import Operation, PatternType, Permission, ResourceType
 from app.domain.group import StoredGroupState
 from app.domain.offsets import ReadOrder
+from app.domain.topic_names import TOPIC_NAME_MAX_LENGTH
 from app.domain.types import ControlType, Durability, RecordState, TransactionVersion, ValueFormat
 
 NAMING_CONVENTION = {
@@ -74,7 +75,7 @@ topics = Table(
     "topics",
     metadata,
     Column("topic_id", Integer, primary_key=True, autoincrement=True),
-    Column("name", String(249), nullable=False, unique=True),
+    Column("name", String(TOPIC_NAME_MAX_LENGTH), nullable=False, unique=True),
     Column("partition_count", Integer, nullable=False),
     # 'delete', 'compact' or 'compact,delete' (Kafka's cleanup.policy)
     Column("cleanup_policy", String(16), nullable=False),
@@ -135,7 +136,7 @@ deleted_topics = Table(
     "deleted_topics",
     metadata,
     Column("topic_id", Integer, primary_key=True, autoincrement=False),
-    Column("name", String(249), nullable=False),
+    Column("name", String(TOPIC_NAME_MAX_LENGTH), nullable=False),
     Column("deleted_ms", BigInteger, nullable=False),
 )
 

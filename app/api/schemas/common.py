@@ -16,11 +16,11 @@ from pydantic import BaseModel, Field
 # The ids' rule is the domain's (app.domain.ids), which the services check for every door.
 from app.domain.ids import ID_MAX_LENGTH, ID_PATTERN
 from app.domain.offsets import OFFSET_METADATA_MAX_CHARS, ReadOrder
+from app.domain.topic_names import TOPIC_NAME_MAX_LENGTH
 from app.domain.types import MAX_INT32, MAX_INT64, MAX_PRODUCER_EPOCH
 
 # Other text both databases store exactly: no NUL.
 TEXT_PATTERN = r"^[^\x00]*$"
-TOPIC_NAME_MAX_LENGTH = 249  # Kafka's
 
 
 def _id(max_length: int, description: str) -> Any:
