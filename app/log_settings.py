@@ -1,7 +1,8 @@
 """The log's settings (OUTBOX_LOG_LEVEL, OUTBOX_LOG_FORMAT), every process's: all that an admin
 command over --url reads (LogSettings says why). app.settings.Settings extends LogSettings
-(through app.settings.kafka.KafkaSettings, the Kafka listener's) with the service's own, and
-takes its model_config (the OUTBOX_ prefix, values kept out of errors) from it."""
+(through app.settings.kafka.KafkaSettings, the Kafka listener's, and
+app.settings.http.HttpSettings, the HTTP door's) with the service's own, and takes its
+model_config (the OUTBOX_ prefix, values kept out of errors) from it."""
 
 from __future__ import annotations
 

@@ -132,7 +132,7 @@ def with_connection_limit(protocol_class: type, max_connections: int) -> type:
 def with_head_limit(protocol_class: type, max_head_bytes: int, linger_s: float) -> type:
     """A subclass of uvicorn's httptools protocol class that answers a request whose head (its
     request line and headers, from its first byte to the blank line that ends them) is over
-    `max_head_bytes` (OUTBOX_HTTP_MAX_HEAD_BYTES, app/settings/__init__.py) with 431 and closes
+    `max_head_bytes` (OUTBOX_HTTP_MAX_HEAD_BYTES, app/settings/http.py) with 431 and closes
     the connection. httptools holds a head of any size until it ends: a client without
     credentials sending an endless header grew the process by its bytes, tens of MiB a
     connection before OUTBOX_HTTP_REQUEST_TIMEOUT_S closed it. A head begins when the
@@ -212,7 +212,7 @@ def with_head_limit(protocol_class: type, max_head_bytes: int, linger_s: float) 
 
 def with_send_timeout(protocol_class: type, timeout_s: float) -> type:
     """A subclass of uvicorn's HTTP protocol class that aborts a connection whose client has
-    stopped reading its answer (OUTBOX_HTTP_SEND_TIMEOUT_S, app/settings/__init__.py). Once the
+    stopped reading its answer (OUTBOX_HTTP_SEND_TIMEOUT_S, app/settings/http.py). Once the
     answer fills the socket's buffers the transport pauses writing, and uvicorn's send waits
     until it resumes, with no end: a client that sent a request and reads nothing held its
     connection (of OUTBOX_HTTP_MAX_CONNECTIONS) and, for a large Fetch, its spool file, as long
@@ -268,7 +268,7 @@ def with_send_timeout(protocol_class: type, timeout_s: float) -> type:
 
 def with_request_timeout(protocol_class: type, timeout_s: float) -> type:
     """A subclass of uvicorn's httptools protocol class that closes a connection whose request
-    does not arrive (OUTBOX_HTTP_REQUEST_TIMEOUT_S, app/settings/__init__.py): its head not whole within
+    does not arrive (OUTBOX_HTTP_REQUEST_TIMEOUT_S, app/settings/http.py): its head not whole within
     `timeout_s` of the connection opening (first request) or of the head's first byte (later
     ones; until then uvicorn's keep-alive timer counts), or its body receiving nothing for
     `timeout_s`. uvicorn times out only an idle keep-alive connection, from its last response

@@ -1,6 +1,7 @@
 """The Kafka listener's settings (OUTBOX_KAFKA_*), what only `outbox serve` with a listener acts
-on: app.settings.Settings extends KafkaSettings, which takes its model_config from LogSettings.
-Apart so that the listener's bounds, and the checks among them, are read in one place."""
+on: app.settings.Settings extends KafkaSettings (through app.settings.http.HttpSettings, the
+HTTP door's), which takes its model_config from LogSettings. Apart so that the listener's
+bounds, and the checks among them, are read in one place."""
 
 from __future__ import annotations
 
