@@ -105,10 +105,12 @@ class PartitionOffsets:
 def offset_order_upper_bound(isolation: IsolationLevel, high_watermark: int, last_stable_offset: int) -> int:
     """How far a reader in offset order may read, Kafka's semantics: read_uncommitted up to
     the high watermark (the end of what is durable: the log end, but for the first offset of a
-    transaction whose Sends may not be durable yet: storage's high_watermark); read_committed up to the last stable offset (the first offset of the
-    partition's earliest open transaction, else the high watermark: storage's
-    LAST_STABLE_OFFSET), so that no record of a transaction still open is ever handed out, and
-    the aborted ones below it are named (AbortedTransaction) for the reader to drop."""
+    transaction whose Sends may not be durable yet: storage's high_watermark); read_committed
+    up to the last stable offset (the first offset of the partition's earliest open
+    transaction, else the log end: storage's LAST_STABLE_OFFSET; never past the high
+    watermark, as a transaction whose Sends may not be durable is an open one), so that no
+    record of a transaction still open is ever handed out, and the aborted ones below it are
+    named (AbortedTransaction) for the reader to drop."""
     if isolation is IsolationLevel.READ_COMMITTED:
         return last_stable_offset
     return high_watermark
