@@ -226,7 +226,7 @@ def appender(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def add_commands(command: Command, verbose: argparse.ArgumentParser) -> None:
-    from app.domain.acl import Operation
+    from app.domain.acl import Operation, PatternType
 
     pr = command("principals", help="API keys: create (prints the key once), list, revoke")
     prs = pr.add_subparsers(dest="action", required=True)
@@ -251,7 +251,8 @@ def add_commands(command: Command, verbose: argparse.ArgumentParser) -> None:
         a.add_argument("--group", action="append", default=[])
         a.add_argument("--transactional-id", action="append", default=[])
         a.add_argument("--cluster", action="store_true")
-        a.add_argument("--resource-pattern-type", choices=["literal", "prefixed"], default="literal",
+        a.add_argument("--resource-pattern-type", choices=[p.value for p in PatternType],
+                       default=PatternType.LITERAL.value,
                        help="applies to every --topic, --group and --transactional-id named (as in kafka-acls.sh); "
                        "prefixed takes one kind of resource per command")
     acl_list = acs.add_parser("list", parents=[verbose], help="the bindings, all or of one principal or resource")

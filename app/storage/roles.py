@@ -23,6 +23,7 @@ from typing import Any
 from psycopg import sql
 from sqlalchemy import Engine
 
+from app.domain.acl import PatternType
 from app.reader_relations import PARTITION_VIEWS_SCHEMA, VIEW
 
 _SCRAM_ITERATIONS = 4096  # PostgreSQL's own default (scram_iterations)
@@ -136,7 +137,8 @@ def grant_appender(engine: Engine, role: str, *, topics: list[str], prefixes: li
             sql.SQL(_APPEND_FUNCTION), sql.Identifier(role)))
         cur.executemany(
             "INSERT INTO outbox.append_grants (role, topic, pattern_type) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
-            [(role, t, "literal") for t in topics] + [(role, p, "prefixed") for p in prefixes])
+            [(role, t, PatternType.LITERAL.value) for t in topics]
+            + [(role, p, PatternType.PREFIXED.value) for p in prefixes])
     return created
 
 
@@ -146,8 +148,9 @@ def revoke_appender(engine: Engine, role: str, *, topics: list[str], prefixes: l
     with _driver_cursor(engine) as cur:
         if topics or prefixes:
             cur.execute(
-                "DELETE FROM outbox.append_grants WHERE role = %s AND ((pattern_type = 'literal' AND topic = ANY(%s))"
-                " OR (pattern_type = 'prefixed' AND topic = ANY(%s)))", (role, topics, prefixes))
+                "DELETE FROM outbox.append_grants WHERE role = %s AND ((pattern_type = %s AND topic = ANY(%s))"
+                " OR (pattern_type = %s AND topic = ANY(%s)))",
+                (role, PatternType.LITERAL.value, topics, PatternType.PREFIXED.value, prefixes))
         else:
             cur.execute("DELETE FROM outbox.append_grants WHERE role = %s", (role,))
         taken = cur.rowcount

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import (
@@ -37,7 +38,8 @@ from app.domain.acl import Operation, PatternType, Permission, ResourceType
 from app.domain.group import StoredGroupState
 from app.domain.offsets import ReadOrder
 from app.domain.topic_names import TOPIC_NAME_MAX_LENGTH
-from app.domain.types import ControlType, Durability, RecordState, TransactionVersion, ValueFormat
+from app.domain.transaction import STORED_STATES
+from app.domain.types import CleanupPolicy, ControlType, Durability, RecordState, TransactionVersion, ValueFormat
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -48,11 +50,12 @@ NAMING_CONVENTION = {
 }
 
 
-def one_of(column: str, values: type[enum.Enum], *, nullable: bool = False) -> CheckConstraint:
-    """A CHECK that `column` holds one of the enum's values, named after the column: the enum is
-    the one list of them. A value added to the enum needs a migration that replaces the stored
-    CHECK (alembic's comparison does not see CHECK constraints; tests/integration/test_migrations.py
-    holds this module's text to the enums)."""
+def one_of(column: str, values: Iterable[enum.Enum], *, nullable: bool = False) -> CheckConstraint:
+    """A CHECK that `column` holds one of the enum's values (`values`: the enum, or those of its
+    members a row may hold), named after the column: the enum is the one list of them. A value
+    added to the enum needs a migration that replaces the stored CHECK (alembic's comparison
+    does not see CHECK constraints; tests/integration/test_migrations.py holds this module's
+    text to the enums)."""
     listed = ", ".join(str(member.value) if isinstance(member.value, int) else f"'{member.value}'"
                        for member in values)
     condition = f"{column} IN ({listed})"
@@ -77,7 +80,7 @@ topics = Table(
     Column("topic_id", Integer, primary_key=True, autoincrement=True),
     Column("name", String(TOPIC_NAME_MAX_LENGTH), nullable=False, unique=True),
     Column("partition_count", Integer, nullable=False),
-    # 'delete', 'compact' or 'compact,delete' (Kafka's cleanup.policy)
+    # Kafka's cleanup.policy (app.domain.types.CleanupPolicy; CHECKed since migration 0040)
     Column("cleanup_policy", String(16), nullable=False),
     Column("retention_ms", BigInteger, nullable=False),  # -1: no time limit
     Column("check_expected_offsets", Boolean, nullable=False),
@@ -93,6 +96,7 @@ topics = Table(
     # before formats existed is json.
     Column("value_format", String(8), nullable=False, server_default=text("'json'")),
     one_of("value_format", ValueFormat),
+    one_of("cleanup_policy", CleanupPolicy),
 )
 
 # One row per partition. `next_offset` is the log end offset and doubles as the partition's
@@ -332,6 +336,8 @@ transactions = Table(
     # When the producer's Sends are made durable (app.domain.types.Durability), chosen at
     # InitProducerId; every row stored before migration 0025 is "send".
     Column("durability", String(8), nullable=False, server_default="send"),
+    # Never PrepareEpochFence, which is computed and never stored (app.domain.transaction).
+    one_of("state", STORED_STATES),
     one_of("transaction_version", TransactionVersion),
     one_of("durability", Durability),
 )

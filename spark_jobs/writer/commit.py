@@ -54,6 +54,9 @@ LIST_LIMIT = 10_000
 # A Commit names at most this many prepared transactions: app.domain.transaction.MAX_JOINT_COMMIT,
 # copied as spark_jobs may not import the domain (tests/unit/test_joint_commit_limit.py holds them equal)
 MAX_JOINT_COMMIT = 1_000
+# The states of a transaction not decided yet, which a cleanup takes over:
+# app.domain.transaction.UNDECIDED_STATES, copied (tests/unit/test_joint_commit_limit.py holds them equal)
+UNDECIDED_STATES = ("Ongoing", "Prepared")
 
 
 def check_service(options: SinkOptions) -> None:
@@ -110,7 +113,7 @@ def open_transactions(options: SinkOptions) -> list[str]:
         # The service lists only this sink's family of ids, so other applications' open
         # transactions take none of the list's LIST_LIMIT places.
         answer = session.call("GET", "/v1/transactions",
-                              params={"state": ["Ongoing", "Prepared"], "limit": LIST_LIMIT,
+                              params={"state": list(UNDECIDED_STATES), "limit": LIST_LIMIT,
                                       "transactional_id_prefix": f"{options.sink_id}."}, deadline_s=60)
     # The prefix `a.` lists another sink's `a.b.1` too.
     return sorted(t["transactional_id"] for t in answer["transactions"]

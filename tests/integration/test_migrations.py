@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import CheckConstraint, create_engine, inspect
 
-from app.domain.acl import Operation
-from app.domain.types import ControlType, TransactionVersion
+from app.domain.acl import Operation, PatternType
+from app.domain.transaction import STORED_STATES
+from app.domain.types import CleanupPolicy, ControlType, TransactionVersion
 from app.storage import migrate
 from app.storage.tables import RECORD_LEAF, metadata
 
@@ -76,13 +78,15 @@ def test_each_migration_applied_is_reported_with_the_whole_first_sentence_of_its
                               "partition.")
 
 
+def allowed(sqltext: str) -> set[str]:
+    """The values a CHECK's text allows: text values quoted; an integer enum's bare, after its
+    column's name."""
+    return set(re.findall(r"'([^']*)'", sqltext)) or set(re.findall(r"(?<![\w_])(\d+)(?![\w_])", sqltext))
+
+
 def test_the_migrated_check_constraints_allow_exactly_the_values_of_their_enums(db_url: str) -> None:
     """tables.py writes each CHECK from its enum (one_of); the migrations wrote their own copy of
     the text. Compared by the quoted values each allows, as PostgreSQL rewrites `IN (…)`."""
-    def allowed(sqltext: str) -> set[str]:
-        # Text values quoted; an integer enum's bare, after its column's name.
-        return set(re.findall(r"'([^']*)'", sqltext)) or set(re.findall(r"(?<![\w_])(\d+)(?![\w_])", sqltext))
-
     defined = {
         (table.name, f"ck_{table.name}_{constraint.name}" if not str(constraint.name).startswith("ck_")
          else str(constraint.name)): allowed(str(constraint.sqltext))
@@ -99,3 +103,24 @@ def test_the_migrated_check_constraints_allow_exactly_the_values_of_their_enums(
     assert defined[("records", "ck_records_control_type")] == {t.value for t in ControlType}
     assert defined[("acls", "ck_acls_operation")] == {o.value for o in Operation}
     assert defined[("transactions", "ck_transactions_transaction_version")] == {str(v.value) for v in TransactionVersion}
+    assert defined[("transactions", "ck_transactions_state")] == {s.value for s in STORED_STATES}
+    assert defined[("topics", "ck_topics_cleanup_policy")] == {p.value for p in CleanupPolicy}
+
+
+# The enum of each column of PostgreSQL's schema `outbox` (its tables are the migrations' SQL, not
+# app.storage.tables) that holds one, by table and column.
+OUTBOX_ENUMS = {("append_grants", "pattern_type"): PatternType}
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_the_outbox_schema_s_check_constraints_of_enums_allow_exactly_their_values(db_url: str) -> None:
+    """Named as tables.one_of names a CHECK (ck_<table>_<column>); the schema's other CHECKs
+    are not of an enum."""
+    engine = create_engine(db_url)
+    insp = inspect(engine)
+    stored = {(table, c["name"]): allowed(c["sqltext"])
+              for table in insp.get_table_names(schema="outbox")
+              for c in insp.get_check_constraints(table, schema="outbox") if c["name"].startswith("ck_")}
+    engine.dispose()
+    assert stored == {(table, f"ck_{table}_{column}"): {member.value for member in enum}
+                      for (table, column), enum in OUTBOX_ENUMS.items()}
