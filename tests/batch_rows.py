@@ -30,7 +30,13 @@ and transaction state written beside the batch rows, which is kept apart from th
   overlap in offset order (app.domain.producer: a new epoch starts at 0, never a wrap; a retry
   is answered, never appended twice);
 - an open transactional batch's transaction has its transaction_partitions row in the
-  partition, with a first offset at or below the batch."""
+  partition, with a first offset at or below the batch.
+
+And the partition's counters, which every append and every deletion keep in its own database
+transaction (app.storage.tables, `partitions`): record_count is the number of data records
+stored, size_bytes their sizes by the domain's one rule (app.domain.log_cleaning.record_sizes),
+whichever writer wrote them, the Python appenders or PostgreSQL's SQL ones, which hold a copy of
+the rule."""
 
 from __future__ import annotations
 
@@ -39,7 +45,8 @@ from collections import defaultdict
 
 from sqlalchemy import Connection, Engine, create_engine, inspect, or_, select
 
-from app.storage.tables import producer_partitions, record_batches, records, transaction_partitions
+from app.domain.log_cleaning import record_sizes
+from app.storage.tables import partitions, producer_partitions, record_batches, records, topics, transaction_partitions
 
 _RECORD = (records.c.topic_id, records.c.partition, records.c.offset, records.c.control_type)
 
@@ -86,11 +93,34 @@ def batch_row_problems(conn: Connection) -> list[str]:
     for row in conn.execute(select(transaction_partitions)):
         first_offsets[(row.topic_id, row.partition)][row.txn_id] = row.first_offset
 
-    problems: list[str] = []
+    problems: list[str] = _counter_problems(conn)
     for key in sorted(set(stored) | set(batches)):
         problems.extend(f"partition {key}: {p}" for p in _partition_problems(stored[key], batches[key]))
         problems.extend(f"partition {key}: {p}" for p in _producer_problems(batches[key], producers[key],
                                                                              first_offsets[key]))
+    return problems
+
+
+def _counter_problems(conn: Connection) -> list[str]:
+    # A deleted topic's records stay until the log cleaner purges them, with no partition row.
+    live = select(partitions).join(topics, topics.c.topic_id == partitions.c.topic_id)
+    counted: dict[tuple[int, int], tuple[int, int]] = {
+        (row.topic_id, row.partition): (row.record_count, row.size_bytes) for row in conn.execute(live)}
+    fields = defaultdict(lambda: ([], [], []))
+    data = select(records.c.topic_id, records.c.partition, records.c.key, records.c.key_bytes, records.c.value,
+                  records.c.value_bytes, records.c.headers).where(records.c.control_type.is_(None))
+    for row in conn.execute(data):
+        keys, values, headers = fields[(row.topic_id, row.partition)]
+        keys.append(row.key if row.key is not None else row.key_bytes)
+        values.append(row.value if row.value is not None else row.value_bytes)
+        headers.append(row.headers)
+    problems = []
+    for key in sorted(counted):
+        keys, values, headers = fields[key]
+        stored = (len(keys), sum(record_sizes(keys, values, headers)))
+        if counted[key] != stored:
+            problems.append(f"partition {key}: (record_count, size_bytes) {counted[key]}, the records stored "
+                            f"{stored}")
     return problems
 
 
