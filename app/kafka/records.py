@@ -3,7 +3,8 @@
 What a produced record may be is the domain's one definition (app.domain.kafka_records: `from_kafka`,
 applied to a whole batch at once by `kafka_batch`, for the topic's value format): on a bytes topic any key, value and
 headers, stored byte for byte; on a JSON topic a UTF-8 key without NUL, a value of JSON text
-(null: JSON null), headers of distinct names with UTF-8 values. Anything else is INVALID_RECORD,
+(null: JSON null) stored as a Send stores it, without the white space around it, headers of
+distinct names with UTF-8 values. Anything else is INVALID_RECORD,
 nothing of its batch written. A fetched record is `to_kafka`'s: a bytes topic's bytes as
 stored; a JSON topic's key and JSON value as their UTF-8 bytes (JSON null: the 4 bytes
 `null`), its headers in the object's order.
