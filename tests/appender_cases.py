@@ -268,8 +268,7 @@ CASES = [
     # A timestamp is 0 to 2**63 - 1 (app.domain.records.check_timestamp). Kafka's broker
     # answers one it will not take INVALID_TIMESTAMP; -1 is its NO_TIMESTAMP, a record without
     # one, which takes the append time as a Send's record without one does.
-    Case("a negative timestamp", (Record(1, timestamp_ms=-2),), error="INVALID_REQUEST", kafka_error="INVALID_TIMESTAMP",
-         known_wrong={KAFKA: "the Kafka door stored any negative timestamp as its clock's"}),
+    Case("a negative timestamp", (Record(1, timestamp_ms=-2),), error="INVALID_REQUEST", kafka_error="INVALID_TIMESTAMP"),
     Case("a timestamp of -1", (Record(1, timestamp_ms=-1),), error="INVALID_REQUEST", appenders=(SEND, PYTHON, SQL)),
     # The Python API and outbox.append take the database's clock, which a test cannot set.
     Case("a record without a timestamp takes the service's clock", (Record(1, timestamp_ms=None),),

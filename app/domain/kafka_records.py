@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from app.domain.errors import InvalidRecord, InvalidRequest
+from app.domain.errors import InvalidRecord, InvalidRequest, InvalidTimestamp
 from app.domain.log_cleaning import record_sizes
 from app.domain.record_formats import header_list_json, sized_batch
 from app.domain.records import (
@@ -40,8 +40,12 @@ def from_kafka(key: bytes | None, value: bytes | None, headers: KafkaHeaders, ti
     holds any record. A JSON topic holds what the HTTP API can send it: a UTF-8 key without NUL,
     a value of valid JSON text (null: JSON null, the tombstone), stored as a Send stores it,
     without the white space around it (json_value_bytes), and headers of distinct names whose
-    values are UTF-8 without NUL, kept as the object's JSON text."""
-    check_timestamp(timestamp_ms, f"record {index} of {where}")
+    values are UTF-8 without NUL, kept as the object's JSON text. A timestamp a record may not
+    have (check_timestamp) is INVALID_TIMESTAMP, as Kafka's broker answers it."""
+    try:
+        check_timestamp(timestamp_ms, f"record {index} of {where}")
+    except InvalidRequest as e:
+        raise InvalidTimestamp(e.message, record_indexes=(index,)) from None
     if value_format is ValueFormat.BYTES:
         return RecordToAppend(None if key is None else bytes(key), None if value is None else bytes(value),
                               header_list_json(headers, index, where) if headers else None, timestamp_ms)

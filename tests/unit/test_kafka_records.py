@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.domain.errors import InvalidRecord, InvalidRequest
+from app.domain.errors import InvalidRecord, InvalidTimestamp
 from app.domain.log_cleaning import record_size
 from app.domain.kafka_records import from_kafka, kafka_batch, to_kafka
 from app.domain.record_formats import for_topic, sized_batch
@@ -183,7 +183,7 @@ def test_a_bytes_topic_takes_any_kafka_batch_and_refuses_only_a_timestamp_out_of
     batch = _kafka_batch([(b"\xff\x00", b"\x00\xfe", [("h", None), ("h", b"\xff")], 1)], BYTES)
 
     assert batch.records == [from_kafka(b"\xff\x00", b"\x00\xfe", [("h", None), ("h", b"\xff")], 1, BYTES)]
-    with pytest.raises(InvalidRequest, match="record 1 of t/0"):
+    with pytest.raises(InvalidTimestamp, match="record 1 of t/0"):
         _kafka_batch([(None, None, [], 1), (None, None, [], -1)], BYTES)
 
 
