@@ -268,9 +268,11 @@ CASES = [
     # A timestamp is 0 to 2**63 - 1 (app.domain.records.check_timestamp). Kafka's broker
     # answers one it will not take INVALID_TIMESTAMP; -1 is its NO_TIMESTAMP, a record without
     # one, which takes the append time as a Send's record without one does.
-    Case("a negative timestamp", (Record(1, timestamp_ms=-2),), error="INVALID_REQUEST", kafka_error="INVALID_TIMESTAMP"),
+    Case("a negative timestamp", (Record(1, timestamp_ms=-2),), error="INVALID_REQUEST",
+         kafka_error="INVALID_TIMESTAMP"),
     Case("a timestamp of -1", (Record(1, timestamp_ms=-1),), error="INVALID_REQUEST", appenders=(SEND, PYTHON, SQL)),
-    # The Python API and outbox.append take the database's clock, which a test cannot set.
+    # The Python API and outbox.append take clocks of their own (the process's, the database's),
+    # not the service's, which the tests set.
     Case("a record without a timestamp takes the service's clock", (Record(1, timestamp_ms=None),),
          stored=(Stored(1, "1", timestamp_ms=CLOCK_START_MS),), appenders=(SEND, KAFKA)),
     Case("a refusal of a later record refuses the earlier ones too", (Record("ok"), Record(10 ** 400)),
@@ -287,6 +289,9 @@ CASES = [
          config=BYTES_TOPIC, appenders=(SEND,), stored=(Stored(1, None, key_bytes=b"k", value_bytes=b"\x00\xff"),)),
     Case("a bytes topic refuses a plain JSON value", (Record(1),), config=BYTES_TOPIC, error="INVALID_RECORD",
          appenders=(SEND, PYTHON, SQL)),
+    Case("a bytes topic stores a Kafka record's bytes as they are", (Record("v", key="k", headers={"h": "é"}),),
+         config=BYTES_TOPIC, appenders=(KAFKA,),
+         stored=(Stored(1, None, key_bytes=b"k", value_bytes=b'"v"', headers='[{"name":"h","value":"w6k="}]'),)),
     Case("a bytes topic's records are not the in-database appenders'", (Record({"type": "BINARY", "data": "AP8="}),),
          config=BYTES_TOPIC, error="INVALID_RECORD", appenders=(PYTHON, SQL)),
 ]

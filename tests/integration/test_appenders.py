@@ -7,12 +7,11 @@ the same offsets."""
 
 from __future__ import annotations
 
+import datetime
+import io
 import sqlite3
 from collections.abc import Callable
 from typing import Any
-
-import datetime
-import io
 
 import psycopg
 import pytest
