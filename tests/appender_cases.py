@@ -1,7 +1,7 @@
 """One table of cases for every appender: what a record or a batch of records is answered, and
 exactly what is stored. tests/integration/test_appenders.py runs each case against each
-appender (the HTTP Send, the in-database Python API, PostgreSQL's outbox.append), which must
-all give the case's verdict.
+appender (the HTTP Send, the in-database Python API, PostgreSQL's outbox.append, the Kafka
+door's Produce), which must all give the case's verdict.
 
 Each case appends to topic `t` (two partitions), whose partition 0 already holds one record
 (offset 0, key "seed"), so the records a case appends there take offsets from 1. The topic is
@@ -21,15 +21,19 @@ from app.domain.records import MAX_MESSAGE_ID_LENGTH
 SEND = "send"  # POST /v1/records
 PYTHON = "python"  # app.in_database.append
 SQL = "sql"  # SELECT outbox.append(...) on PostgreSQL
-APPENDERS = (SEND, PYTHON, SQL)
+KAFKA = "kafka"  # a Produce request to the Kafka door
+APPENDERS = (SEND, PYTHON, SQL, KAFKA)
 
 MAX_MESSAGE_BYTES = 20  # the topic's max_message_bytes in the size cases
+CLOCK_START_MS = 1_700_000_000_000  # the service's clock in the tests (tests/conftest.py, FakeClock)
 
 
 @dataclass(frozen=True)
 class Record:
     """A record as an application gives it. `value` and `headers` are Python values: the Python
-    API is given them, the Send and outbox.append their JSON text (dumps)."""
+    API is given them, the Send and outbox.append their JSON text (dumps). A Kafka producer
+    sends bytes (kafka_bytes): the value's JSON text (None: a null value), the key's and each
+    header value's UTF-8, and timestamp_ms None as Kafka's NO_TIMESTAMP (-1)."""
 
     value: Any = 1
     key: str | None = None
@@ -42,6 +46,15 @@ class Record:
 
     def headers_json(self) -> str | None:
         return None if self.headers is None else dumps(self.headers)
+
+    def kafka_headers(self) -> list[tuple[str, bytes]]:
+        return [(name, kafka_bytes(text)) for name, text in (self.headers or {}).items()]
+
+
+def kafka_bytes(text: str) -> bytes:
+    """A text as a Kafka producer's bytes: its UTF-8, and a lone surrogate as the three bytes a
+    surrogate would take, which are not UTF-8 (the bytes a careless encoder writes for it)."""
+    return text.encode("utf-8", "surrogatepass")
 
 
 class JsonText(str):
@@ -91,15 +104,19 @@ class Case:
     before: tuple[Record, ...] = ()
     # Who can express the case: a Send has no message ids nor Python values; outbox.append
     # takes one record per call and cannot be passed a text holding NUL or a lone surrogate,
-    # nor a message id that is not text.
+    # nor a message id that is not text; a Kafka Produce has no message ids, and its headers
+    # are a list of names with bytes.
     appenders: tuple[str, ...] = APPENDERS
+    # The Kafka door's code where Kafka's broker answers the case's fault with another than
+    # the one tests/integration/test_appenders.py maps `error` to (KAFKA_CODES).
+    kafka_error: str | None = None
     # Appenders known to give another verdict: appender -> why (the case runs as xfail(strict)).
     known_wrong: dict[str, str] = field(default_factory=dict)
 
     def runs_on(self, appender: str) -> bool:
         if appender not in self.appenders:
             return False
-        if appender == SEND and any(r.message_id is not None for r in self.records + self.before):
+        if appender in (SEND, KAFKA) and any(r.message_id is not None for r in self.records + self.before):
             return False
         return True
 
@@ -135,7 +152,12 @@ CASES = [
          stored=(Stored(1, "1", headers='{"b":"1","a":"é"}'),)),
     Case("header texts keep their escapes", (Record(1, headers={"h": 'q"\\\n\x01\x7f/'}),),
          stored=(Stored(1, "1", headers='{"h":"q\\"\\\\\\n\\u0001\x7f/"}'),)),
-    Case("empty headers are stored as {}", (Record(1, headers={}),), stored=(Stored(1, "1", headers="{}"),)),
+    # A Kafka record's headers are a list, which has no null: no headers and none are one.
+    Case("empty headers are stored as {}", (Record(1, headers={}),), stored=(Stored(1, "1", headers="{}"),),
+         appenders=(SEND, PYTHON, SQL)),
+    # JSON's white space around a value is no part of it: a Send's body holds it between tokens.
+    Case("a value is stored without the white space around it", (Record(JsonText(" \t\n1\r\n ")),),
+         stored=(Stored(1, "1"),), appenders=(SEND, SQL, KAFKA)),
     Case("a NUL escaped in a value is stored", (Record("\x00"),), stored=(Stored(1, '"\\u0000"'),)),
     Case("the largest finite float is stored", (Record(1.7976931348623157e308),),
          stored=(Stored(1, "1.7976931348623157e+308"),)),
@@ -148,6 +170,9 @@ CASES = [
          config={"max_message_bytes": MAX_MESSAGE_BYTES}, stored=(Stored(1, f'"{_long(MAX_MESSAGE_BYTES)}"'),)),
     Case("a record one byte over max_message_bytes is refused", (Record(_long(MAX_MESSAGE_BYTES + 1)),),
          config={"max_message_bytes": MAX_MESSAGE_BYTES}, error="MESSAGE_TOO_LARGE"),
+    Case("white space around a value does not count against max_message_bytes",
+         (Record(JsonText(f" \n{dumps(_long(MAX_MESSAGE_BYTES))}\n ")),), config={"max_message_bytes": MAX_MESSAGE_BYTES},
+         stored=(Stored(1, f'"{_long(MAX_MESSAGE_BYTES)}"'),), appenders=(SEND, SQL, KAFKA)),
     Case("key bytes count against max_message_bytes", (Record(_long(MAX_MESSAGE_BYTES - 1), key="é"),),
          config={"max_message_bytes": MAX_MESSAGE_BYTES}, error="MESSAGE_TOO_LARGE"),
     Case("headers count as stored, compact, at the limit", (Record(1, headers={"h": "v" * 11}),),
@@ -183,23 +208,29 @@ CASES = [
     # Refused: nothing is stored.
     Case("an unknown topic", (Record(),), topic="nope", error="UNKNOWN_TOPIC_OR_PARTITION"),
     Case("a partition the topic does not have", (Record(),), partition=2, error="UNKNOWN_TOPIC_OR_PARTITION"),
-    Case("a negative partition", (Record(),), partition=-1, error="INVALID_REQUEST"),
     # A name no topic may have (app.domain.records.check_address) is the caller's
-    # mistake, not a topic that does not exist.
-    Case("a topic name no topic may have", (Record(),), topic="a/b", error="INVALID_REQUEST"),
-    Case("an empty topic name", (Record(),), topic="", error="INVALID_REQUEST"),
-    Case("a topic name of 250 characters", (Record(),), topic="x" * 250, error="INVALID_REQUEST"),
-    Case("a topic name holding a control character", (Record(),), topic="a\tb", error="INVALID_REQUEST"),
+    # mistake, not a topic that does not exist. Kafka's broker answers a Produce for any
+    # partition it does not have, whatever its name or number, UNKNOWN_TOPIC_OR_PARTITION.
+    Case("a negative partition", (Record(),), partition=-1, error="INVALID_REQUEST",
+         kafka_error="UNKNOWN_TOPIC_OR_PARTITION"),
+    Case("a topic name no topic may have", (Record(),), topic="a/b", error="INVALID_REQUEST",
+         kafka_error="UNKNOWN_TOPIC_OR_PARTITION"),
+    Case("an empty topic name", (Record(),), topic="", error="INVALID_REQUEST", kafka_error="UNKNOWN_TOPIC_OR_PARTITION"),
+    Case("a topic name of 250 characters", (Record(),), topic="x" * 250, error="INVALID_REQUEST",
+         kafka_error="UNKNOWN_TOPIC_OR_PARTITION"),
+    Case("a topic name holding a control character", (Record(),), topic="a\tb", error="INVALID_REQUEST",
+         kafka_error="UNKNOWN_TOPIC_OR_PARTITION"),
     Case("a compacted topic refuses a record without a key", (Record("k", key="k"), Record(1)),
          config={"cleanup_policy": "compact"}, error="INVALID_RECORD"),
+    # A Produce cannot carry an expected offset: the request, not a record, is what is refused.
     Case("a topic checking expected offsets refuses an append without one", (Record(),),
-         config={"check_expected_offsets": True}, error="INVALID_REQUEST"),
+         config={"check_expected_offsets": True}, error="INVALID_REQUEST", kafka_error="INVALID_REQUEST"),
     Case("a number beyond a 64-bit float", (Record(10 ** 400),), error="INVALID_REQUEST"),
     # Finite as a 64-bit float (it reads as 0.0, as orjson and every parser read
     # it); PostgreSQL's numeric, which outbox.append parses a value with, holds no exponent below
     # -16383 and refused it: the one rule of a finite number, checked two ways that disagree.
     Case("a number too small for PostgreSQL's numeric is a float's 0 and is stored as sent",
-         (Record(JsonText("1e-16384")),), stored=(Stored(1, "1e-16384"),), appenders=(SEND, SQL)),
+         (Record(JsonText("1e-16384")),), stored=(Stored(1, "1e-16384"),), appenders=(SEND, SQL, KAFKA)),
     # The other numbers numeric cannot hold: a zero with such an exponent, more fraction digits
     # than its 16383 (a float's 1.0), one too large for it (never finite), each among others,
     # and a text that looks like one, which is no number.
@@ -207,43 +238,60 @@ CASES = [
          (Record(JsonText('{"z": -0e-99999, "one": 1.' + "0" * 16384 + '1, "s": "1e999999", '
                           '"n": [-12.5e-20000, 1e-1]}')),),
          stored=(Stored(1, '{"z": -0e-99999, "one": 1.' + "0" * 16384 + '1, "s": "1e999999", '
-                           '"n": [-12.5e-20000, 1e-1]}'),), appenders=(SEND, SQL)),
+                           '"n": [-12.5e-20000, 1e-1]}'),), appenders=(SEND, SQL, KAFKA)),
     Case("a number too large for PostgreSQL's numeric, beside a tiny one",
-         (Record(JsonText("[1e-16384, -1e131072]")),), error="INVALID_REQUEST", appenders=(SEND, SQL)),
+         (Record(JsonText("[1e-16384, -1e131072]")),), error="INVALID_REQUEST", appenders=(SEND, SQL, KAFKA)),
     Case("a number too large for a float written with an exponent numeric cannot hold",
          (Record(JsonText("[0.0000000000000000000000000000000001e-16000, 1" + "0" * 20000 + "e-19690]")),),
-         error="INVALID_REQUEST", appenders=(SEND, SQL)),
+         error="INVALID_REQUEST", appenders=(SEND, SQL, KAFKA)),
     Case("a number beyond a 64-bit float deep in the value", (Record([1, {"a": -(10 ** 309)}]),), error="INVALID_REQUEST"),
     Case("a value nesting 255 levels", (Record(_nested(255)),), error="INVALID_REQUEST"),
     Case("a lone surrogate escape in a value", (Record("\ud800"),), error="INVALID_REQUEST",
-         appenders=(SEND, SQL)),
+         appenders=(SEND, SQL, KAFKA)),
     Case("a lone surrogate escape in a header", (Record(1, headers={"h": "\ud800"}),), error="INVALID_REQUEST",
-         appenders=(SEND, SQL)),
+         appenders=(SEND, SQL, KAFKA)),
     # outbox.append looked closely only at a text holding a high surrogate's escape;
     # PostgreSQL's json type takes a lone low one (\\udc00..\\udfff) unparsed (migration 0038).
     Case("a lone low surrogate escape in a value", (Record("\udc00"),), error="INVALID_REQUEST",
-         appenders=(SEND, SQL)),
+         appenders=(SEND, SQL, KAFKA)),
     Case("a lone low surrogate escape in a header", (Record(1, headers={"h": "\udfff"}),), error="INVALID_REQUEST",
-         appenders=(SEND, SQL)),
-    Case("a header value that is not a string", (Record(1, headers={"h": 1}),), error="INVALID_REQUEST"),
-    Case("headers that are not an object", (Record(1, headers=["h"]),), error="INVALID_REQUEST"),  # type: ignore[arg-type]
+         appenders=(SEND, SQL, KAFKA)),
+    # A Kafka header's value is bytes, and its headers a list: a Produce can send neither.
+    Case("a header value that is not a string", (Record(1, headers={"h": 1}),), error="INVALID_REQUEST",
+         appenders=(SEND, PYTHON, SQL)),
+    Case("headers that are not an object", (Record(1, headers=["h"]),), error="INVALID_REQUEST",  # type: ignore[arg-type]
+         appenders=(SEND, PYTHON, SQL)),
     Case("a NUL in a header value", (Record(1, headers={"h": "a\x00"}),), error="INVALID_REQUEST"),
     Case("a NUL in a header name", (Record(1, headers={"\x00": "a"}),), error="INVALID_REQUEST"),
-    Case("a NUL in a key", (Record(1, key="a\x00"),), error="INVALID_REQUEST", appenders=(SEND, PYTHON)),
-    Case("a lone surrogate in a key", (Record(1, key="k\ud800"),), error="INVALID_REQUEST", appenders=(SEND, PYTHON)),
-    Case("a negative timestamp", (Record(1, timestamp_ms=-1),), error="INVALID_REQUEST"),
+    Case("a NUL in a key", (Record(1, key="a\x00"),), error="INVALID_REQUEST", appenders=(SEND, PYTHON, KAFKA)),
+    Case("a lone surrogate in a key", (Record(1, key="k\ud800"),), error="INVALID_REQUEST", appenders=(SEND, PYTHON, KAFKA)),
+    # A timestamp is 0 to 2**63 - 1 (app.domain.records.check_timestamp). Kafka's broker
+    # answers one it will not take INVALID_TIMESTAMP; -1 is its NO_TIMESTAMP, a record without
+    # one, which takes the append time as a Send's record without one does.
+    Case("a negative timestamp", (Record(1, timestamp_ms=-2),), error="INVALID_REQUEST",
+         kafka_error="INVALID_TIMESTAMP"),
+    Case("a timestamp of -1", (Record(1, timestamp_ms=-1),), error="INVALID_REQUEST", appenders=(SEND, PYTHON, SQL)),
+    # The Python API and outbox.append take clocks of their own (the process's, the database's),
+    # not the service's, which the tests set.
+    Case("a record without a timestamp takes the service's clock", (Record(1, timestamp_ms=None),),
+         stored=(Stored(1, "1", timestamp_ms=CLOCK_START_MS),), appenders=(SEND, KAFKA)),
     Case("a refusal of a later record refuses the earlier ones too", (Record("ok"), Record(10 ** 400)),
          error="INVALID_REQUEST"),
     # The Python API's own: values that are not JSON.
     Case("a float that is not finite is not JSON", (Record(float("inf")),), error="INVALID_RECORD", appenders=(PYTHON,)),
     Case("a set is not JSON", (Record({1, 2}),), error="INVALID_RECORD", appenders=(PYTHON,)),
     Case("a text with a lone surrogate is not JSON", (Record("\ud800"),), error="INVALID_RECORD", appenders=(PYTHON,)),
-    Case("an append of no records", (), error="INVALID_REQUEST", appenders=(SEND, PYTHON)),
+    Case("an append of no records", (), error="INVALID_REQUEST", appenders=(SEND, PYTHON, KAFKA)),
     # A bytes topic (docs/ARCHITECTURE.md#record-formats): a Send takes its typed values; the
-    # in-database appenders take JSON values only, and refuse its records.
+    # in-database appenders take JSON values only, and refuse its records; a Kafka record is
+    # bytes, which it stores as they are (so a plain JSON value is no fault through Kafka).
     Case("a bytes topic stores a typed value's bytes", (Record({"type": "BINARY", "data": "AP8="}, key="k"),),
          config=BYTES_TOPIC, appenders=(SEND,), stored=(Stored(1, None, key_bytes=b"k", value_bytes=b"\x00\xff"),)),
-    Case("a bytes topic refuses a plain JSON value", (Record(1),), config=BYTES_TOPIC, error="INVALID_RECORD"),
+    Case("a bytes topic refuses a plain JSON value", (Record(1),), config=BYTES_TOPIC, error="INVALID_RECORD",
+         appenders=(SEND, PYTHON, SQL)),
+    Case("a bytes topic stores a Kafka record's bytes as they are", (Record("v", key="k", headers={"h": "é"}),),
+         config=BYTES_TOPIC, appenders=(KAFKA,),
+         stored=(Stored(1, None, key_bytes=b"k", value_bytes=b'"v"', headers='[{"name":"h","value":"w6k="}]'),)),
     Case("a bytes topic's records are not the in-database appenders'", (Record({"type": "BINARY", "data": "AP8="}),),
          config=BYTES_TOPIC, error="INVALID_RECORD", appenders=(PYTHON, SQL)),
 ]

@@ -21,6 +21,7 @@ STATUS_BY_ERROR: dict[type[e.OutboxError], int] = {
     e.InvalidGroupId: 400,
     e.GroupMetadataTooLarge: 400,
     e.InvalidRecord: 400,
+    e.InvalidTimestamp: 400,
     e.UnsupportedMediaType: 415,
     e.InvalidTopic: 400,
     e.InvalidPartitions: 400,

@@ -62,6 +62,13 @@ class InvalidRecord(OutboxError):
         self.record_indexes = record_indexes
 
 
+class InvalidTimestamp(InvalidRecord):
+    """A produced record's timestamp is out of the range a record may have (0 to 2**63 - 1):
+    Kafka's answer for it. A Send's record is refused INVALID_REQUEST for it, by its schema."""
+
+    error_code = "INVALID_TIMESTAMP"
+
+
 class UnknownTopicOrPartition(OutboxError):
     """This topic or partition does not exist."""
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from app.domain.errors import InvalidRecord, InvalidRequest
+from app.domain.errors import InvalidRecord, InvalidRequest, InvalidTimestamp
 from app.domain.log_cleaning import record_sizes
 from app.domain.record_formats import header_list_json, sized_batch
 from app.domain.records import (
@@ -26,6 +26,7 @@ from app.domain.records import (
     check_timestamp,
     first_largest,
     joined_texts,
+    json_value_bytes,
 )
 from app.domain.types import MAX_INT64, ValueFormat
 
@@ -37,9 +38,14 @@ def from_kafka(key: bytes | None, value: bytes | None, headers: KafkaHeaders, ti
     """A Kafka record (key and value bytes or null, headers in order) as its topic of
     `value_format` stores it, or INVALID_RECORD for what that format cannot hold. A bytes topic
     holds any record. A JSON topic holds what the HTTP API can send it: a UTF-8 key without NUL,
-    a value of valid JSON text (null: JSON null, the tombstone), and headers of distinct names
-    whose values are UTF-8 without NUL, kept as the object's JSON text."""
-    check_timestamp(timestamp_ms, f"record {index} of {where}")
+    a value of valid JSON text (null: JSON null, the tombstone), stored as a Send stores it,
+    without the white space around it (json_value_bytes), and headers of distinct names whose
+    values are UTF-8 without NUL, kept as the object's JSON text. A timestamp a record may not
+    have (check_timestamp) is INVALID_TIMESTAMP, as Kafka's broker answers it."""
+    try:
+        check_timestamp(timestamp_ms, f"record {index} of {where}")
+    except InvalidRequest as e:
+        raise InvalidTimestamp(e.message, record_indexes=(index,)) from None
     if value_format is ValueFormat.BYTES:
         return RecordToAppend(None if key is None else bytes(key), None if value is None else bytes(value),
                               header_list_json(headers, index, where) if headers else None, timestamp_ms)
@@ -64,7 +70,7 @@ def _json_key(key: bytes | None, index: int, where: str) -> str | None:
 def _json_value(value: bytes | None, index: int, where: str) -> str:
     if value is None:
         return NULL_TEXT
-    raw = bytes(value)
+    raw = json_value_bytes(bytes(value))
     try:
         # orjson takes exactly JSON (RFC 8259), and refuses a number beyond a 64-bit float and
         # a lone surrogate, as a Send's checks do.
@@ -179,11 +185,16 @@ def _json_columns(keys: Sequence[bytes | None], values: Sequence[bytes | None], 
     The keys are decoded joined by NUL, which no key may hold and which no UTF-8 sequence can
     span: the join decodes, and splits back into as many pieces, exactly when every key is
     UTF-8 without NUL (_text). The values likewise, once orjson has taken each as JSON (valid
-    JSON text holds no NUL byte)."""
+    JSON text holds no NUL byte), each without the white space around it (json_value_bytes:
+    the same bytes when it has none)."""
     if not _timestamps_in_range(timestamps):
         return None
     key_texts = joined_texts(keys)
     if key_texts is None:
+        return None
+    try:
+        values = [None if v is None else json_value_bytes(v) for v in values]  # type: ignore[arg-type]
+    except (AttributeError, TypeError):  # not bytes: from_kafka copies each
         return None
     present = values if None not in values else [v for v in values if v is not None]
     try:

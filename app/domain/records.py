@@ -3,9 +3,10 @@ every appender applies (the HTTP Send through app.api.send_body, the in-database
 app.in_database; PostgreSQL's outbox.append, app/storage/sql/appender.postgresql.sql, gives
 the same verdicts, as tests/appender_cases.py holds them all to).
 
-A value is JSON text, kept as given: checked, never parsed into Python objects on the way in
-(a Send of 1,000 records builds none for its values, docs/benchmarks.md, session 9). Each check
-is one function raising the domain error a Send answers:
+A value is JSON text, kept as given without the white space JSON allows around it
+(json_value_bytes): checked, never parsed into Python objects on the way in (a Send of 1,000
+records builds none for its values, docs/benchmarks.md, session 9). Each check is one function
+raising the domain error a Send answers:
 
 - keys and header names and values hold no NUL (PostgreSQL cannot store it in text);
 - a message id (the in-database API's key of a record, which a Send does not carry) is text of
@@ -62,6 +63,8 @@ _LONG_RUN = b"0" * 210
 _NOT_BRACKETS = bytes(i for i in range(256) if i not in b"[]{}")
 # One pass removes the innermost pairs of either kind at once: exactly one level everywhere.
 _INNERMOST = re.compile(rb"\[\]|\{\}")
+# JSON's white space (RFC 8259's ws): what may stand around a value's text and is no part of it.
+JSON_WHITESPACE = b" \t\n\r"
 
 
 @dataclass(slots=True)
@@ -201,6 +204,15 @@ def check_headers(headers: Any, what: str) -> None:
 def check_timestamp(timestamp_ms: Any, what: str) -> None:
     if type(timestamp_ms) is not int or not 0 <= timestamp_ms <= MAX_INT64:
         raise InvalidRequest(f"{what}: timestamp_ms must be an integer from 0 to {MAX_INT64}, not {timestamp_ms!r}")
+
+
+def json_value_bytes(raw: bytes) -> bytes:
+    """A value's JSON text as it is stored and sized: without the white space around it. A
+    Send's value is the text between its body's tokens (msgspec.Raw), which holds none, and
+    the Python API writes none; outbox.append (its btrim) and the Kafka door, given the text on
+    its own, strip it, so that one record is the same bytes whichever door it came through.
+    The value as given when there is none to strip (bytes.strip returns it)."""
+    return raw.strip(JSON_WHITESPACE)
 
 
 def check_finite_numbers(json_text: bytes) -> None:

@@ -24,7 +24,7 @@ from app.kafka import records
 from app.kafka.api_keys import ApiKey, transaction_version
 from app.kafka.auth import access, refusal_code
 from app.kafka.decompressed import CODECS, BudgetSpent, DecompressedBudget
-from app.kafka.errors import transactional_code
+from app.kafka.errors import error_code, transactional_code
 from app.kafka.protocol import NO_WAIT, CloseConnection, build, partitions_once, response_module
 
 # The topics whose value format Produce remembers, the most recently produced to: what a
@@ -170,8 +170,8 @@ class ProduceApi:
                 # and raised, and the client's retry on a new connection had done the rest).
                 (batch,) = records.read_batches(raw)
                 result = appended(batch, self._value_format(topic))
-        except InvalidRecord as e:
-            return Produced(ErrorCode.invalid_record, e.message, -1, e.record_indexes)
+        except InvalidRecord as e:  # INVALID_TIMESTAMP for a timestamp (InvalidTimestamp)
+            return Produced(error_code(e), e.message, -1, e.record_indexes)
         except BudgetSpent as e:
             # The batches before it took the request's decompressed bound: this one is not at
             # fault, and NOT_ENOUGH_REPLICAS is what every producer retries as not written

@@ -3,7 +3,8 @@
 What a produced record may be is the domain's one definition (app.domain.kafka_records: `from_kafka`,
 applied to a whole batch at once by `kafka_batch`, for the topic's value format): on a bytes topic any key, value and
 headers, stored byte for byte; on a JSON topic a UTF-8 key without NUL, a value of JSON text
-(null: JSON null), headers of distinct names with UTF-8 values. Anything else is INVALID_RECORD,
+(null: JSON null) stored as a Send stores it, without the white space around it, headers of
+distinct names with UTF-8 values. Anything else is INVALID_RECORD,
 nothing of its batch written. A fetched record is `to_kafka`'s: a bytes topic's bytes as
 stored; a JSON topic's key and JSON value as their UTF-8 bytes (JSON null: the 4 bytes
 `null`), its headers in the object's order.
@@ -29,13 +30,14 @@ from aiokafka.errors import CorruptRecordException, UnsupportedCodecError
 from kio.records.schema import NewRecordBatch, Record
 from kio.records.writers import write_new_batch
 
-from app.domain.errors import InvalidRecord, InvalidRequest
+from app.domain.errors import InvalidRecord
 from app.domain.read import LogBatch
 from app.domain.kafka_records import kafka_batch, to_kafka
 from app.domain.records import SendBatch
 from app.domain.types import NO_PRODUCER_ID, ControlType, ValueFormat
 
 NO_SEQUENCE = -1
+NO_TIMESTAMP = -1  # a record's timestamp when its producer gave it none
 _TRANSACTIONAL = 0x10
 _CONTROL = 0x20
 _BASE_OFFSET = struct.Struct(">q")
@@ -52,7 +54,7 @@ def send_batch(topic: str, partition: int, batch: DefaultRecordBatch, now_ms: in
                value_format: ValueFormat) -> SendBatch:
     """The produced batch (its CRC checked by the caller) as the service's SendBatch for a topic
     of `value_format`, with its base sequence if it has a producer; InvalidRecord if a record
-    does not fit that format."""
+    does not fit that format, InvalidTimestamp if its timestamp is none a record may have."""
     # Each column in a pass of its own: no tuple a record to zip apart again (about an eighth
     # of the reading's cost in one process, docs/benchmarks.md, 2026-12-01).
     try:
@@ -75,13 +77,13 @@ def send_batch(topic: str, partition: int, batch: DefaultRecordBatch, now_ms: in
         raise InvalidRecord(f"a record of {topic}/{partition} cannot be read: {e}") from None
     if batch.timestamp_type == _LOG_APPEND_TIME:
         timestamps = [now_ms] * len(read)
-    elif min(timestamps, default=0) < 0:
-        timestamps = [now_ms if t < 0 else t for t in timestamps]
-    try:
-        return kafka_batch(topic, partition, keys, values, headers, timestamps, value_format,
-                           base_sequence=None if batch.producer_id == NO_PRODUCER_ID else batch.base_sequence)
-    except InvalidRequest as e:  # a timestamp out of range: a record the model cannot take
-        raise InvalidRecord(e.message) from None
+    elif NO_TIMESTAMP in timestamps:
+        # Kafka's record without a timestamp takes the append time, as a Send's record without
+        # one does (batch_of). Any other below 0 is the domain's to refuse (from_kafka,
+        # INVALID_TIMESTAMP), as a Send's is: not the clock's, which would store another record.
+        timestamps = [now_ms if t == NO_TIMESTAMP else t for t in timestamps]
+    return kafka_batch(topic, partition, keys, values, headers, timestamps, value_format,
+                       base_sequence=None if batch.producer_id == NO_PRODUCER_ID else batch.base_sequence)
 
 
 def batches_bytes(batches: list[LogBatch]) -> bytes:

@@ -1,22 +1,32 @@
 """Every appender gives every case of tests/appender_cases.py its verdict: the HTTP Send, the
-in-database Python API (app.in_database) on SQLite and on PostgreSQL, and PostgreSQL's
-outbox.append called as any application would call it. Same refusals, same error codes, the
-same bytes stored at the same offsets."""
+in-database Python API (app.in_database) on SQLite and on PostgreSQL, PostgreSQL's
+outbox.append called as any application would call it, and the Kafka door's Produce (its
+request read and handled in the test's process, as the listener reads and hands it on). Same
+refusals, same error codes (Kafka's for the same fault, KAFKA_CODES), the same bytes stored at
+the same offsets."""
 
 from __future__ import annotations
 
+import datetime
+import io
 import sqlite3
 from collections.abc import Callable
 from typing import Any
 
 import psycopg
 import pytest
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
+from kio.schema.errors import ErrorCode
+from kio.serial import entity_writer
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from app.domain.errors import OutboxError
 from app.in_database import OutboxRecord, append
-from tests.appender_cases import APPENDERS, CASES, PYTHON, SEND, SQL, Case, Record, Stored, dumps
+from app.kafka import auth, protocol
+from app.kafka.api_keys import SERVED, ApiKey
+from app.kafka.apis import Apis, Broker
+from tests.appender_cases import APPENDERS, CASES, KAFKA, PYTHON, SEND, SQL, Case, Record, Stored, dumps, kafka_bytes
 from tests.helpers import create_topic
 
 
@@ -84,11 +94,65 @@ def by_sql(client: Any, db_url: str, topic: str, partition: int, records: tuple[
     return appended
 
 
+# A refusal's code as a Send, the Python API and outbox.append answer it, and the code of a
+# Kafka Produce's partition for the same fault: Kafka's broker answers a record it cannot take
+# INVALID_RECORD, whatever is wrong with it. A case's kafka_error says where Kafka's differs.
+KAFKA_CODES = {
+    "INVALID_REQUEST": "INVALID_RECORD",
+    "INVALID_RECORD": "INVALID_RECORD",
+    "MESSAGE_TOO_LARGE": "MESSAGE_TOO_LARGE",
+    "UNKNOWN_TOPIC_OR_PARTITION": "UNKNOWN_TOPIC_OR_PARTITION",
+}
+PRODUCE_VERSION = SERVED[ApiKey.PRODUCE][1]
+NO_TIMESTAMP = -1  # a Kafka record's timestamp when it has none
+
+
+def by_kafka(client: Any, db_url: str, topic: str, partition: int, records: tuple[Record, ...]) -> list[bool]:
+    """A Produce of one record batch, as a producer without idempotence writes it (aiokafka's
+    builder), read from its bytes and handled by the door's Produce, as the listener does for
+    an anonymous client."""
+    batch = DefaultRecordBatchBuilder(2, 0, 0, -1, -1, -1, 1 << 30)
+    for i, r in enumerate(records):
+        batch.append(i, NO_TIMESTAMP if r.timestamp_ms is None else r.timestamp_ms,
+                     None if r.key is None else kafka_bytes(r.key),
+                     None if r.value is None else r.value_json().encode(), r.kafka_headers())
+    services = client.app.state.services
+    request = protocol.parse(_produce_frame(topic, partition, bytes(batch.build())),
+                             services.settings.kafka_max_request_entries)
+    apis = Apis(services, Broker(services.settings.kafka_broker_id, "127.0.0.1", 9092))
+    access = auth.Access(auth.NOBODY, None)
+    token = auth.bind(access)
+    try:
+        answer = apis.handlers[ApiKey.PRODUCE](request.body, request.api_version)
+    finally:
+        auth.unbind(token)
+    access.hold_to_rules(ApiKey.PRODUCE, request.body)
+    ((answered,),) = [t.partition_responses for t in answer.responses]
+    if answered.error_code != ErrorCode.none:
+        raise Refused(answered.error_code.name.upper())
+    return [True] * len(records)
+
+
+def _produce_frame(topic: str, partition: int, records: bytes) -> bytes:
+    cls = protocol.request_class(ApiKey.PRODUCE, PRODUCE_VERSION)
+    assert cls is not None
+    m = __import__(cls.__module__, fromlist=["x"])
+    body = cls(transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=5), topic_data=(
+        m.TopicProduceData(name=topic, partition_data=(m.PartitionProduceData(index=partition, records=records),)),))
+    buffer = io.BytesIO()
+    header = cls.__header_schema__  # type: ignore[attr-defined]
+    entity_writer(header)(buffer, header(request_api_key=ApiKey.PRODUCE, request_api_version=PRODUCE_VERSION,
+                                         correlation_id=1, client_id="appender"))
+    entity_writer(cls)(buffer, body)
+    return buffer.getvalue()  # a frame as the listener hands it on, after its size
+
+
 Appender = Callable[[Any, str, str, int, tuple[Record, ...]], list[bool]]
 RUNS: dict[str, tuple[Appender, list[str]]] = {
     SEND: (by_send, ["sqlite", "postgresql"]),
     PYTHON: (by_python, ["sqlite", "postgresql"]),
     SQL: (by_sql, ["postgresql"]),
+    KAFKA: (by_kafka, ["sqlite", "postgresql"]),
 }
 assert set(RUNS) == set(APPENDERS)
 
@@ -135,7 +199,7 @@ def test_every_appender_gives_each_case_its_verdict(client: Any, db_url: str, ap
         verdict = appended
 
     if case.error is not None:
-        assert verdict == case.error
+        assert verdict == (case.error if appender != KAFKA else case.kafka_error or KAFKA_CODES[case.error])
         assert stored(db_url) == ()
     else:
         assert verdict == list(case.appended or [True] * len(case.records))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.domain.errors import InvalidRecord, InvalidRequest
+from app.domain.errors import InvalidRecord, InvalidTimestamp
 from app.domain.log_cleaning import record_size
 from app.domain.kafka_records import from_kafka, kafka_batch, to_kafka
 from app.domain.record_formats import for_topic, sized_batch
@@ -31,11 +31,21 @@ def test_a_kafka_record_without_headers_stores_none() -> None:
 
 
 def test_a_kafka_record_on_a_json_topic_is_stored_as_text_and_read_back_as_its_bytes() -> None:
-    stored = from_kafka(b"k\xc3\xa9", b' {"a": [1]} ', [("h", b"v"), ("i", "é".encode())], 1, JSON)
+    stored = from_kafka(b"k\xc3\xa9", b'{"a": [1]}', [("h", b"v"), ("i", "é".encode())], 1, JSON)
 
-    assert stored == RecordToAppend("ké", ' {"a": [1]} ', '{"h":"v","i":"é"}', 1)
+    assert stored == RecordToAppend("ké", '{"a": [1]}', '{"h":"v","i":"é"}', 1)
     assert to_kafka(stored.key, stored.value, stored.headers) == (
-        "ké".encode(), b' {"a": [1]} ', [("h", b"v"), ("i", "é".encode())])
+        "ké".encode(), b'{"a": [1]}', [("h", b"v"), ("i", "é".encode())])
+
+
+@pytest.mark.parametrize("as_sent", [bytes, memoryview], ids=["bytes", "a view into the request"])
+def test_a_json_topic_stores_a_kafka_value_without_the_white_space_around_it_as_a_send_does(as_sent: type) -> None:
+    value = as_sent(b' \t\n{"a": [1, 2]}\r\n ')
+
+    assert from_kafka(None, value, [], 1, JSON).value == '{"a": [1, 2]}'
+    batch = kafka_batch("t", 0, [None], [value], [[]], [1], JSON)
+    assert list(batch.records) == [RecordToAppend(None, '{"a": [1, 2]}', None, 1)]
+    assert batch.size_bytes == len(b'{"a": [1, 2]}')
 
 
 def test_a_json_topics_null_value_reads_back_through_kafka_as_the_text_null() -> None:
@@ -173,7 +183,7 @@ def test_a_bytes_topic_takes_any_kafka_batch_and_refuses_only_a_timestamp_out_of
     batch = _kafka_batch([(b"\xff\x00", b"\x00\xfe", [("h", None), ("h", b"\xff")], 1)], BYTES)
 
     assert batch.records == [from_kafka(b"\xff\x00", b"\x00\xfe", [("h", None), ("h", b"\xff")], 1, BYTES)]
-    with pytest.raises(InvalidRequest, match="record 1 of t/0"):
+    with pytest.raises(InvalidTimestamp, match="record 1 of t/0"):
         _kafka_batch([(None, None, [], 1), (None, None, [], -1)], BYTES)
 
 
