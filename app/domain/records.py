@@ -63,7 +63,7 @@ _LONG_RUN = b"0" * 210
 _NOT_BRACKETS = bytes(i for i in range(256) if i not in b"[]{}")
 # One pass removes the innermost pairs of either kind at once: exactly one level everywhere.
 _INNERMOST = re.compile(rb"\[\]|\{\}")
-# JSON's white space (RFC 8259's ws): what may stand around a value's text and is no part of it.
+# JSON's white space (space, tab, line feed, carriage return): what may stand around a value's text and is no part of it.
 JSON_WHITESPACE = b" \t\n\r"
 
 
