@@ -4,14 +4,14 @@ CreateTopics and IncrementalAlterConfigs alike."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, get_type_hints
 
 import msgspec
 
-from app.domain.errors import InvalidConfig, MessageTooLarge
+from app.domain.errors import InvalidConfig, InvalidRecord, InvalidRequest, MessageTooLarge
 from app.domain.types import MAX_INT32, MAX_INT64, CleanupPolicy, ValueFormat
 
 DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000  # Kafka's retention.ms
@@ -114,3 +114,23 @@ def check_record_size(topic: str, partition: int, index: int, size_bytes: int, m
             f"record {index} of {topic}/{partition} is {size_bytes} bytes (key, value and headers), more than "
             f"topic {topic!r}'s max_message_bytes {max_message_bytes}"
         )
+
+
+def check_keys(topic: str, cleanup_policy: CleanupPolicy, keys: Iterable[object]) -> None:
+    """A compacted topic takes keyed records only, as Kafka: compaction keeps each key's latest
+    record, and a record without a key has nothing to be compacted against. Refused with
+    INVALID_RECORD naming the records at fault by their index in the batch: Kafka's Produce
+    answers each (KIP-467), and a client fails those and the rest of the batch with an error of
+    its own. PostgreSQL's outbox.check_topic_config holds a copy in SQL (the appenders' table of
+    cases holds it to this one)."""
+    # Only a compacted topic's keys are walked (give them lazily): a Send's hot path to every
+    # other topic.
+    if cleanup_policy.compacts and (keyless := tuple(i for i, key in enumerate(keys) if key is None)):
+        raise InvalidRecord(f"topic {topic!r} is compacted (cleanup_policy {cleanup_policy.value}): "
+                            "every record needs a key", record_indexes=keyless)
+
+
+def check_expected_offset(topic: str, check_expected_offsets: bool, expected_offset: int | None) -> None:
+    """A topic with check_expected_offsets takes batches that say the offset they expect only."""
+    if check_expected_offsets and expected_offset is None:
+        raise InvalidRequest(f"topic {topic!r} has check_expected_offsets: every batch needs expected_offset")

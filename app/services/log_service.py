@@ -14,7 +14,7 @@ from app.domain.log_cleaning import record_sizes
 from app.domain.producer import MAX_SEQUENCE, ActiveProducer
 from app.domain.topic import Topic
 from app.domain.request_shape import duplicated
-from app.domain.topic_config import check_record_size
+from app.domain.topic_config import check_expected_offset, check_keys, check_record_size
 from app.domain.errors import (
     OffsetOutOfRange,
     OutboxError,
@@ -83,22 +83,8 @@ def batches_to_append(conn: Connection, batches: list[SendBatch],
         topic = by_name[b.topic]
         topics.check_partition(topic, b.partition)
         b = for_topic(b, topic.config.value_format)
-        # Only a compacted topic's batches are walked: a Send's hot path to every other topic.
-        if topic.config.cleanup_policy.compacts and (keyless := [i for i, r in enumerate(b.records)
-                                                                 if r.key is None]):
-            # As Kafka: compaction keeps each key's latest record; a record without a
-            # key has nothing to be compacted against. Which records, by their index in the
-            # batch: Kafka's Produce names each (KIP-467), and a client fails those with
-            # INVALID_RECORD and the rest of the batch with an error of its own.
-            raise InvalidRecord(
-                f"topic {topic.name!r} is compacted (cleanup_policy {topic.config.cleanup_policy.value}): "
-                "every record needs a key",
-                record_indexes=tuple(keyless),
-            )
-        if topic.check_expected_offsets and b.expected_offset is None:
-            raise InvalidRequest(
-                f"topic {topic.name!r} has check_expected_offsets: every batch needs expected_offset"
-            )
+        check_keys(topic.name, topic.config.cleanup_policy, (r.key for r in b.records))
+        check_expected_offset(topic.name, topic.check_expected_offsets, b.expected_offset)
         size, largest = b.size_bytes, b.largest_record
         if size is None or largest is None:
             records = b.records
