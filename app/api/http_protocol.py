@@ -299,6 +299,7 @@ def with_request_timeout(protocol_class: type, timeout_s: float) -> type:
         _since = 0.0  # when the head's wait or the body's last silence began (loop time)
         _in_body = False
         _lingering = False  # answered, its body not all in: the connection ends with the body
+        _begun: Any = None  # the request whose head ended in the bytes being received (uvicorn's cycle)
 
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
@@ -317,6 +318,17 @@ def with_request_timeout(protocol_class: type, timeout_s: float) -> type:
             if self._request_timer is None and (self.cycle is None or self.cycle.response_complete):
                 self._arm_request_timer()
             super().data_received(data)
+            # A request's app starts at the loop's next step at the earliest (later if pipelined
+            # behind an answer), and takes its `send` then: only one whose body is not all in by
+            # then can be answered before it, and only its `send` is wrapped. A Send's body most
+            # often comes with its head, and its every message then goes to uvicorn's own `send`,
+            # with no closure and no await more on the hot path. Only the last head of the bytes
+            # can have its body still to come: any before it ended before the next began.
+            begun = self._begun
+            if begun is not None:
+                self._begun = None
+                if begun.more_body:
+                    _say_close_when_answered_early(begun)
 
         def on_message_begin(self) -> None:
             super().on_message_begin()
@@ -331,7 +343,7 @@ def with_request_timeout(protocol_class: type, timeout_s: float) -> type:
             self._in_body = True
             self._since = self.loop.time()
             if self.cycle is not cycle:  # a request, not an upgrade
-                _say_close_when_answered_early(self.cycle)
+                self._begun = self.cycle
 
         def on_body(self, body: bytes) -> None:
             self._since = self.loop.time()

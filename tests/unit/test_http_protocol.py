@@ -19,6 +19,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from uvicorn.config import HTTP_PROTOCOLS
 from uvicorn.importer import import_from_string
+from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 from uvicorn.server import ServerState
 
 from app.api.http_protocol import (JOIN_MAX_BYTES, HeldHeadTransport, protocol_class, with_connection_limit,
@@ -674,6 +675,23 @@ def test_a_kept_alive_request_whose_body_was_read_whole_stays_open_for_the_next(
     assert not transport.closed
     assert [w.startswith(b"HTTP/1.1 200") for w in transport.writes] == [True, True]
     assert not any(b"connection: close" in w for w in transport.writes)
+
+
+@pytest.mark.parametrize("request_bytes", [REQUEST, POST_HEAD % 10 + b"x" * 10], ids=["no body", "body with its head"])
+def test_a_request_whose_body_came_with_its_head_is_given_uvicorns_own_send(request_bytes: bytes) -> None:
+    # Its answer cannot start before its body is in, so nothing of the lingering close applies:
+    # a layer over its `send` would only add a call to each message of the answer (a Send's,
+    # the hot path).
+    protocol = with_request_timeout(with_one_write(import_from_string(HTTP_PROTOCOLS["httptools"])), TIMEOUT_S)
+    sends: list[Any] = []
+
+    async def keeps_its_send(scope: Any, receive: Any, send: Any) -> None:
+        sends.append(send)
+        await json_answer(scope, receive, send)
+
+    transport = served(protocol, keeps_its_send, request=request_bytes)
+    assert transport.writes[0].startswith(b"HTTP/1.1 200")
+    assert getattr(sends[0], "__func__", None) is RequestResponseCycle.send
 
 
 MAX_HEAD_BYTES = 1024
