@@ -13,10 +13,11 @@ from app.domain.errors import InvalidGroupId, InvalidRequest
 # Ids appear in URL paths (/v1/transactions/{id}, /v1/groups/{id}): no '/', and no control
 # characters (NUL included: PostgreSQL cannot store it in text). The anchored form is the HTTP
 # schemas' and the OpenAPI document's.
-ID_PATTERN = r"^[^/\x00-\x1f\x7f]*$"
+NAME_CHARACTER = r"[^/\x00-\x1f\x7f]"  # also a topic's, as it is addressed (app.domain.topic_names)
+ID_PATTERN = rf"^{NAME_CHARACTER}*$"
 # The same characters, matched whole: re's `$` also matches before a final newline, which the
 # anchored pattern would let through.
-_ID_CHARACTERS = re.compile(r"[^/\x00-\x1f\x7f]*")
+_ID_CHARACTERS = re.compile(rf"{NAME_CHARACTER}*")
 # Storage's String(255) (app.storage.tables), in characters.
 ID_MAX_LENGTH = 255
 

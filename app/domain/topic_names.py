@@ -11,13 +11,14 @@ from __future__ import annotations
 import re
 
 from app.domain.errors import InvalidRequest, InvalidTopic
+from app.domain.ids import NAME_CHARACTER
 
 # Kafka's longest topic name; storage's column is as wide (app.storage.tables).
 TOPIC_NAME_MAX_LENGTH = 249
 # Kafka's legal characters for a new topic's name.
 _LEGAL = re.compile(rf"[a-zA-Z0-9._-]{{1,{TOPIC_NAME_MAX_LENGTH}}}")
-# What an existing topic may be addressed by: no '/', no control characters.
-_ADDRESS = re.compile(rf"[^/\x00-\x1f\x7f]{{1,{TOPIC_NAME_MAX_LENGTH}}}")
+# What an existing topic may be addressed by: no '/', no control characters, as an id.
+_ADDRESS = re.compile(rf"{NAME_CHARACTER}{{1,{TOPIC_NAME_MAX_LENGTH}}}")
 
 
 def check_new_topic_name(name: str) -> None:
