@@ -7,7 +7,8 @@ One run is one batch:
    (which drops the offsets it staged), so what follows sees the group's offsets as the last
    committed run left them.
 2. Start positions: the group's committed offsets in `orders` (waiting out pending ones).
-   End positions: the log end of each partition, snapshotted once, here, on the driver.
+   End positions: the high watermark of each partition, snapshotted once, here, on the
+   driver; a committed offset past it reads nothing in that partition.
    A committed offset below the partition's log start (retention or DeleteRecords deleted
    orders the group never read) starts at the log start with a WARNING, counted in the
    batch's `data_loss_partitions`; with --fail-on-data-loss the job stops there instead,
@@ -130,7 +131,7 @@ def source_options(*, url: str, database_url: str, topic: str, ranges: list[Posi
 
     The positions are given as JSON rather than startingPositions=group and endingPositions=
     latest: Spark plans the read again for each action, and the job's AddOffsets and batch id
-    must name exactly the positions read, whatever the group's offsets and the log end are by
+    must name exactly the positions read, whatever the group's offsets and the high watermark are by
     then. failOnDataLoss=false: the job decides about data loss itself, with its own option,
     before the read (a start below the log start at the snapshot) and after it (the log start
     passed a range's start while Spark read): a log start that moves in between makes the
@@ -229,7 +230,7 @@ def run(
         bounds = log_bounds(session, input_topic)  # the snapshot: read once, here
         starts, lost = start_positions(committed, {p: b.log_start for p, b in bounds.items()})
         report_data_loss(lost, group=group, topic=input_topic, fail_on_data_loss=fail_on_data_loss)
-        ranges = batch_ranges(starts, {p: b.log_end for p, b in bounds.items()}, max_positions=max_positions)
+        ranges = batch_ranges(starts, {p: b.high_watermark for p, b in bounds.items()}, max_positions=max_positions)
         result = BatchResult(batch_id(input_topic, ranges), ranges, timings_s=timings,
                              data_loss_partitions=len(lost))
         lap("positions")

@@ -56,7 +56,13 @@ class LogBatch(NamedTuple):
     a control marker (control_type set: it ends transaction txn_id in the partition; its one
     record is the marker's). `records` are those of the batch's run the read returns: a run
     cut by compaction, by the read's start or by its limits keeps its base offset, and
-    record i of the run is still at base_offset + i with sequence base_sequence + i."""
+    record i of the run is still at base_offset + i with sequence base_sequence + i.
+
+    A batch of no record (`records` empty, no producer, no state) says that nothing is stored
+    in [base_offset, next_offset): what a read answers that finds no record from its start up
+    to its upper bound (compaction's holes, a run's records deleted), so that a Kafka client
+    steps over them to next_offset, as over the empty batches Kafka's log cleaner leaves, and
+    is not left below records it will never be given."""
 
     base_offset: int
     producer_id: int | None
@@ -66,6 +72,7 @@ class LogBatch(NamedTuple):
     control_type: ControlType | None
     state: RecordState | None  # None for a marker
     records: list[LogRecord]
+    next_offset: int | None = None  # a batch of no record only: where it ends
 
 
 class AbortedTransaction(NamedTuple):

@@ -26,6 +26,7 @@ from typing import Any
 
 import cramjam
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from aiokafka.record.util import calc_crc32c
 from aiokafka.errors import CorruptRecordException, UnsupportedCodecError
 from kio.records.schema import NewRecordBatch, Record
 from kio.records.writers import write_new_batch
@@ -47,6 +48,9 @@ _CONTROL_VALUE = struct.Struct(">hi")
 _CONTROL_TYPES = {ControlType.ABORT: 0, ControlType.COMMIT: 1}
 _LOG_APPEND_TIME = 1  # a batch's timestamp type: the broker's clock, not the records'
 _RECORD_COUNT = struct.Struct(">i")  # at byte 57 of a v2 batch, after its base sequence
+# A v2 batch's CRC (of everything from the attributes on) at byte 17, its last offset delta at 23.
+_CRC, _CRC_AT = struct.Struct(">I"), 17
+_LAST_OFFSET_DELTA, _LAST_OFFSET_DELTA_AT = struct.Struct(">i"), 23
 _BATCH_BYTES = 2**31 - 1  # the builder's own limit: a Fetch's bytes are bounded by its reader
 
 
@@ -103,6 +107,8 @@ def first_record_bytes(batches: list[LogBatch]) -> int:
 
 
 def _data_batch(batch: LogBatch) -> bytearray:
+    if not batch.records:
+        return _empty_batch(batch)
     # The header is the stored batch's, whichever of its records the read returns: Kafka's own
     # batches keep their base offset and sequence when compaction empties part of them, and a
     # client skips the records below its fetch offset and drops an aborted transaction's by
@@ -119,6 +125,18 @@ def _data_batch(batch: LogBatch) -> bytearray:
     built = builder.build()
     # The base offset is the broker's to set, and outside the CRC (it covers the attributes on).
     _BASE_OFFSET.pack_into(built, 0, base)
+    return built
+
+
+def _empty_batch(batch: LogBatch) -> bytearray:
+    """A batch of no record over [base_offset, next_offset) (LogBatch): a client's next offset
+    is its last offset + 1, whatever records it holds. Its last offset delta is within the part
+    the CRC covers (from the attributes on), so the CRC is computed again."""
+    assert batch.next_offset is not None and batch.next_offset > batch.base_offset
+    built = DefaultRecordBatchBuilder(2, 0, 0, NO_PRODUCER_ID, -1, NO_SEQUENCE, _BATCH_BYTES).build()
+    _BASE_OFFSET.pack_into(built, 0, batch.base_offset)
+    _LAST_OFFSET_DELTA.pack_into(built, _LAST_OFFSET_DELTA_AT, batch.next_offset - 1 - batch.base_offset)
+    _CRC.pack_into(built, _CRC_AT, calc_crc32c(bytes(built[_CRC_AT + _CRC.size:])))
     return built
 
 

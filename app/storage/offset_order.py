@@ -162,6 +162,10 @@ def read_batches(conn: Connection, topic_id: int, partition: int, start: int, en
         lowest, fits, count, highest, total = conn.execute(stmts[0], {
             **where, "start": low, "end": end, "limit": page, "max_bytes": left}).one()
         if count == 0:
+            if first is None:
+                # Nothing stored from `start` below `end`: one batch of no record says so
+                # (LogBatch), or a Kafka client would stay at `start` for ever, below `end`.
+                return [LogBatch(start, None, None, None, None, None, None, [], end)]
             break
         first = lowest if first is None else first
         last = fits if fits is not None else last

@@ -67,7 +67,7 @@ OPTIONS: tuple[Option, ...] = (
                                 '({"orders": {"0": 23, "1": -2}}; -2 earliest, -1 latest)', read=True),
     Option("group", "with startingPositions=group: the consumer group whose committed offsets to start at",
            read=True),
-    Option("endingPositions", "latest (default: the log end when the read is planned), or JSON per partition",
+    Option("endingPositions", "latest (default: the high watermark when the read is planned), or JSON per partition",
            read=True),
     Option("failOnDataLoss", "true (default): a start below the log start is an error; false: start at the "
                              "log start", read=True),

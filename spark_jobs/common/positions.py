@@ -18,7 +18,10 @@ Positions are read_committed positions: offsets in the log at which commit point
   deleted records the group never read. That is data loss, said in a WARNING per partition
   (report_data_loss), or an error (DataLossError) where the job must not go on without them,
   as with Spark's Kafka source and its failOnDataLoss option. The log start comes from the
-  same description as the end.
+  same description as the end. A committed offset past the end reads nothing (batch_ranges):
+  an HTTP consumer is handed the commit points past the high watermark, and may commit the
+  position after them, while the high watermark is held back by an open transaction whose Sends
+  are not durable yet; a Kafka consumer at a position not yet readable waits there likewise.
 """
 
 from __future__ import annotations
@@ -52,11 +55,11 @@ class PositionRange:
 
 @dataclass(frozen=True, slots=True)
 class LogBounds:
-    """A partition's log start (the first offset still stored) and log end: its high watermark,
-    the end a read may reach (a service that predates it: its log end)."""
+    """A partition's log start (the first offset still stored) and high watermark, the end a
+    read may reach (a service that predates the high watermark: its log end, which was one)."""
 
     log_start: int
-    log_end: int
+    high_watermark: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +83,7 @@ class DataLoss:
 
 
 def log_bounds(session: Session, topic: str, *, deadline_s: float = 60.0) -> dict[int, LogBounds]:
-    """partition → (log start, log end), read now, from one description of the topic
+    """partition → (log start, high watermark), read now, from one description of the topic
     (GET /v1/topics/{topic}): the one fetch of log bounds."""
     described = session.call("GET", f"/v1/topics/{topic}", deadline_s=deadline_s)
     # The readers' key and value columns are a json topic's text; a bytes topic's records
@@ -93,9 +96,9 @@ def log_bounds(session: Session, topic: str, *, deadline_s: float = 60.0) -> dic
             for p in described["partitions"]}
 
 
-def log_end_offsets(session: Session, topic: str) -> dict[int, int]:
-    """partition → log end offset, read now: the batch's end positions."""
-    return {p: b.log_end for p, b in log_bounds(session, topic).items()}
+def high_watermarks(session: Session, topic: str) -> dict[int, int]:
+    """partition → high watermark, read now: the batch's end positions."""
+    return {p: b.high_watermark for p, b in log_bounds(session, topic).items()}
 
 
 def start_positions(committed: Mapping[int, int], log_starts: Mapping[int, int]) -> tuple[dict[int, int], list[DataLoss]]:
@@ -166,13 +169,14 @@ def batch_ranges(
     """One range per partition of `ends`, from its start (0 if absent; start_positions gives
     every partition one) to its end, or to
     start + max_positions when that is smaller. Any position is a valid end: the records of a
-    transaction share one commit_position, so a range never splits a transaction."""
+    transaction share one commit_position, so a range never splits a transaction. A start past
+    its end (a group's committed offset past the high watermark: module docstring) is an empty
+    range at the start, never one that ends below it, whose end committed as the group's
+    offset would read again what the group has read."""
     out = []
     for partition in sorted(ends):
         start = starts.get(partition, 0)
-        end = ends[partition]
-        if start > end:
-            raise ValueError(f"partition {partition}: start {start} is past the log end {end}")
+        end = max(start, ends[partition])
         if max_positions is not None:
             end = min(end, start + max_positions)
         out.append(PositionRange(partition, start, end))
@@ -183,12 +187,12 @@ def batch_ranges(
 #
 # The data source reads several topics at once, so its positions are keyed by (topic,
 # partition). They are written as JSON the way Spark's Kafka source writes its offsets,
-# {"orders": {"0": 23, "1": -2}}, with -2 for the log start ("earliest") and -1 for the log end
+# {"orders": {"0": 23, "1": -2}}, with -2 for the log start ("earliest") and -1 for the high watermark
 # ("latest"): the same text is an option a user types (startingPositions, endingPositions)
 # and, later, a streaming query's offset in its checkpoint.
 
 EARLIEST = -2  # the log start: the first offset still stored
-LATEST = -1  # the log end: the offset the next record will get
+LATEST = -1  # the high watermark: the end of what a read may reach now
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -270,5 +274,5 @@ def resolve_position(position: int, bounds: LogBounds) -> int:
     if position == EARLIEST:
         return bounds.log_start
     if position == LATEST:
-        return bounds.log_end
+        return bounds.high_watermark
     return position

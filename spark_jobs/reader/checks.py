@@ -76,7 +76,7 @@ def _not_migrated(database: Database) -> str:
 def check_same_database(options: SourceOptions, bounds: Mapping[TopicPartition, LogBounds]) -> None:
     """The database is not behind the service: every partition of `bounds` (the service's log
     bounds of the read's topics, just described) is in it, its next offset at or past the
-    service's log end. The positions come from the service and the records from the database;
+    service's high watermark. The positions come from the service and the records from the database;
     read from another database (an empty one named by mistake, a copy, a replica that lags), a
     job would read nothing, or too little, and commit the service's positions as consumed. A
     database that is ahead (another, busier one) is not told apart: name the service's own,
@@ -95,13 +95,13 @@ def check_same_database(options: SourceOptions, bounds: Mapping[TopicPartition, 
         raise OutboxSourceError(f"option databaseUrl: the role of {options.database.display} may not read the topics' "
                                 "names and the partitions' next offsets, which a read needs: run outbox grant-reader "
                                 "for the role again")
-    behind = sorted(tp for tp, b in bounds.items() if stored.get((tp.topic, tp.partition), -1) < b.log_end)
+    behind = sorted(tp for tp, b in bounds.items() if stored.get((tp.topic, tp.partition), -1) < b.high_watermark)
     if behind:
         tp = behind[0]
         have = stored.get((tp.topic, tp.partition))
         raise OutboxSourceError(
             f"option databaseUrl: {options.database.display} is not the database of the service at {options.url}: "
-            f"the service's {tp} ends at {bounds[tp].log_end}, "
+            f"the service's {tp} ends at {bounds[tp].high_watermark}, "
             + ("the database has no such partition" if have is None else f"the database's at {have}")
             + " (name the service's own OUTBOX_DATABASE_URL)")
 

@@ -3,12 +3,14 @@ partitions, each partition's range of commit positions, and the splits, one Spar
 
 1. The topics: the option `topics`, or those of the service whose name matches `topicPattern`;
    a pushed filter on `topic` (=, IN) keeps some of them.
-2. Each topic's partitions and their log start and log end, from the service
+2. Each topic's partitions and their log start and high watermark, from the service
    (GET /v1/topics/{topic}), read once: the snapshot. A pushed filter on `partition` (=, IN,
    <, <=, >, >=) keeps some of them; the others are never queried.
 3. Each partition's range of commit positions [start, end): start from startingPositions
-   (earliest: the log start; latest: the log end; group: the group's committed offset; JSON),
-   end from endingPositions (latest: the log end at the snapshot; JSON). Pushed filters on
+   (earliest: the log start; latest: the high watermark; group: the group's committed offset;
+   JSON), end from endingPositions (latest: the high watermark at the snapshot; JSON); a range
+   with no position to read is left out, whatever its bounds, and so is a group's committed
+   offset past the end (plan_ranges). Pushed filters on
    commit_position narrow it; so does a lower bound on `offset`, because a record's commit
    position is never below its offset. Conditions on offset and timestamp go into each
    query's WHERE as well.
@@ -241,21 +243,33 @@ def starting_position(options: SourceOptions, tp: TopicPartition, b: LogBounds,
         return resolve_position(options.starting_json.get(tp, EARLIEST), b)
     if options.starting == "group":
         return committed.get(tp, b.log_start)
-    return b.log_start if options.starting == "earliest" else b.log_end
+    return b.log_start if options.starting == "earliest" else b.high_watermark
 
 
 def plan_ranges(options: SourceOptions, bounds: Mapping[TopicPartition, LogBounds],
                 committed: Mapping[TopicPartition, int], pruning: Pruning) -> Plan:
     """Each kept partition's [start, end), from the snapshot `bounds` and (startingPositions
     = group) the group's `committed` offsets. Raises OutboxSourceError for positions outside
-    the log, DataLossError for a start below the log start with failOnDataLoss."""
+    the log, DataLossError for a start below the log start with failOnDataLoss.
+
+    A partition with no position to read is left out: an empty range [start, start) claims
+    none, whatever the bounds (a micro-batch's partition that has nothing new, whose start
+    may be a group's offset past the high watermark), and a group's committed offset past the
+    end reads nothing. An HTTP consumer is handed the commit points past the high watermark,
+    and may commit the position after them, while an open transaction whose Sends are not
+    durable yet holds the high watermark back (docs/SPARK.md, "Positions"); a Kafka consumer
+    at a position not yet readable waits there likewise. The next read from the group's offset
+    reads on from there."""
     plan = Plan()
     for tp in sorted(bounds):
         b = bounds[tp]
         start = starting_position(options, tp, b, committed)
-        end = resolve_position(options.ending_json.get(tp, -1), b) if options.ending == "json" else b.log_end
-        if end > b.log_end:
-            raise OutboxSourceError(f"endingPositions: {tp} ends at {end}, past its log end {b.log_end}")
+        end = resolve_position(options.ending_json.get(tp, -1), b) if options.ending == "json" else b.high_watermark
+        if start == end or (start > end and options.starting == "group"):
+            continue
+        if end > b.high_watermark:
+            raise OutboxSourceError(f"endingPositions: {tp} ends at {end}, past its high watermark "
+                                    f"{b.high_watermark}")
         if start > end:
             raise OutboxSourceError(f"{tp}: the start {start} is past the end {end}")
         if start < b.log_start:
@@ -279,7 +293,7 @@ def plan_ranges(options: SourceOptions, bounds: Mapping[TopicPartition, LogBound
 
 def snapshot(options: SourceOptions, topics_wanted: set[str] | None, *,
              listed: Sequence[dict] | None = None) -> dict[TopicPartition, LogBounds]:
-    """The log start and log end of every partition of the read's topics, from the service,
+    """The log start and high watermark of every partition of the read's topics, from the service,
     one description of each topic: the read's snapshot. Topics left out by a pushed filter are
     not asked about. `listed`: the service's topics, when the caller has them already (for
     topicPattern)."""

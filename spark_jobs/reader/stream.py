@@ -25,7 +25,7 @@ records come together, at its commit position.
   resolved against the log bounds then. Spark asks for it only when the checkpoint has no
   offset yet; a restarted query goes on from its checkpoint's offset log.
 - latestOffset(start, limit): the end of the next micro-batch, from a snapshot of every
-  partition's log end (GET /v1/topics/{topic}), as a batch read's end (the same snapshot serves
+  partition's high watermark (GET /v1/topics/{topic}), as a batch read's end (the same snapshot serves
   the micro-batch's progress report and its planning: one description of each topic): every COMMIT marker below
   it was written before the snapshot, so a transaction still open is left out whole and read
   by a later micro-batch. With maxOffsetsPerTrigger (ReadMaxRows) at most that many positions
@@ -93,9 +93,11 @@ def next_end(start: Mapping[TopicPartition, int], bounds: Mapping[TopicPartition
     below its log start (records deleted before the stream read them) counts from the log
     start and ends at it or past it, so that the micro-batch comes and partitions() reports
     the loss (an error, or a WARNING and the log start, as failOnDataLoss says). A partition
-    gone from `bounds` (a topic deleted, or no longer matching topicPattern) keeps its position."""
+    gone from `bounds` (a topic deleted, or no longer matching topicPattern) keeps its position,
+    and so does one whose start is past its high watermark (a group's committed offset:
+    planning.plan_ranges)."""
     begin = {tp: max(start.get(tp, b.log_start), b.log_start) for tp, b in bounds.items()}
-    taken = admit({tp: max(0, bounds[tp].log_end - begin[tp]) for tp in bounds}, limit)
+    taken = admit({tp: max(0, bounds[tp].high_watermark - begin[tp]) for tp in bounds}, limit)
     return {**start, **{tp: begin[tp] + taken[tp] for tp in bounds}}
 
 
@@ -123,7 +125,7 @@ class OutboxStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                     "as records are committed (stop the query, or use trigger availableNow)")
         self.options = options
         self.schema = schema
-        # Trigger.AvailableNow: the log ends when the query started, past which it reads nothing.
+        # Trigger.AvailableNow: the high watermarks when the query started, past which it reads nothing.
         self.target: dict[TopicPartition, int] | None = None
         # What commitGroup was last given, so that a trigger with nothing new commits nothing.
         self.group_committed: dict[TopicPartition, int] = {}
@@ -135,7 +137,7 @@ class OutboxStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _within_target(self, bounds: dict[TopicPartition, LogBounds]) -> dict[TopicPartition, LogBounds]:
         if self.target is None:
             return bounds
-        return {tp: LogBounds(b.log_start, min(b.log_end, self.target[tp])) for tp, b in bounds.items()
+        return {tp: LogBounds(b.log_start, min(b.high_watermark, self.target[tp])) for tp, b in bounds.items()
                 if tp in self.target}
 
     def initialOffset(self) -> dict:  # noqa: N802 - Spark's name
@@ -148,7 +150,7 @@ class OutboxStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable() if n is None else ReadMaxRows(n)
 
     def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802 - Spark's name
-        self.target = {tp: b.log_end for tp, b in snapshot(self.options, None).items()}
+        self.target = {tp: b.high_watermark for tp, b in snapshot(self.options, None).items()}
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:  # noqa: N802 - Spark's name
         begin = positions_from_dict(start)
@@ -166,7 +168,7 @@ class OutboxStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # What is there to read, without the trigger's limit: Spark shows it in the query's
         # progress (sources[].latestOffset), beside the micro-batch's end.
         bounds = self.latest[1] if self.latest is not None else snapshot(self.options, None)
-        return positions_to_dict({tp: b.log_end for tp, b in self._within_target(bounds).items()})
+        return positions_to_dict({tp: b.high_watermark for tp, b in self._within_target(bounds).items()})
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         begin, stop = positions_from_dict(start), positions_from_dict(end)

@@ -7,12 +7,19 @@ head moved to its first record left, as the log cleaner does) and a log start cu
 retention or DeleteRecords (at most the last stable offset), the records below it either still stored (garbage the
 cleaner has not deleted yet) or deleted. Each append's and marker's batch row is stored beside the
 records as the writers and the cleaner leave them, and checked against them (tests/batch_rows.py):
-Fetch, the counters and the view read the batch rows. On every such log:
+Fetch, the counters and the view read the batch rows. Each producer (up to three) has a
+producer id of its own and a transaction open at a time at most, as in Kafka, whose clients
+tell aborted records by their producer id. On every such log:
 
 - a read_committed Fetch from the log start to the high watermark, in pages of a few records
   and of at most a few bytes or none (max_bytes), its records read in chunks of a few bytes or
   in one (chunk_bytes), returns exactly the rows of the committed_records view, in commit
   order, each at its commit position;
+- a read_committed Fetch of the Kafka door (app.kafka.apis, in this process) from the log start
+  to the last stable offset, in pages of as many records and bytes, each answer applied as a
+  Kafka consumer applies it (aiokafka's, KIP-98: its aborted-transactions list, its control
+  batches), hands the consumer exactly the view's rows lying below the last stable offset, in
+  offset order, each at its offset, and each answer moves the consumer on;
 - the lag counter (read_committed.committed_between_for_groups), a group committed at each
   position, counts for every group at once the number of the view's rows committed at or past
   its position, up to a cap (exact when below it), and so does it for each group alone (what
@@ -31,22 +38,39 @@ OUTBOX_CONFORMANCE_EXAMPLES (default 100) sets the examples per database.
 
 from __future__ import annotations
 
+import datetime
 import itertools
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cache
 
+from aiokafka.consumer.fetcher import READ_COMMITTED, PartitionRecords
+from aiokafka.record.memory_records import MemoryRecords
+from aiokafka.structs import TopicPartition
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kio.schema.errors import ErrorCode
 from sqlalchemy import Connection, insert, text
 
+from app.composition import Services
 from app.domain.offsets import ReadOrder, Straddle
 from app.domain.types import IsolationLevel
+from app.kafka import auth
+from app.kafka.api_keys import ApiKey
+from app.kafka.apis import Apis, Broker
+from app.kafka.protocol import request_class
+from app.settings import Settings
 from app.storage import offsets, read, read_committed
+from app.storage.engine import Database
 from app.storage.tables import group_offsets, partitions, record_batches, records, topics, transaction_partitions
 from tests.batch_rows import assert_batch_rows_match
+from tests.conftest import FakeClock
 
 EXAMPLES = int(os.environ.get("OUTBOX_CONFORMANCE_EXAMPLES", "100"))
-TRANSACTIONS = [0, 1, 2]
+TRANSACTIONS = [0, 1, 2]  # the producers, each with a transaction open at a time at most
+FIRST_PRODUCER_ID = 7
 _names = itertools.count()
 
 events = st.lists(
@@ -72,6 +96,9 @@ class Log:
     # control_type); a plain event's records are one batch, a marker a batch of its own.
     batches: list[tuple[int, int, int | None, str | None]]
     open_firsts: dict[int, int]  # each open transaction's txn_id → its first offset
+    # Each transaction's producer id: one per producer of the run, whose transactions follow
+    # each other (a Kafka client names an aborted transaction by its producer alone).
+    producer_ids: dict[int, int]
 
 
 def build(run: list[tuple], ending: str = "open") -> Log:  # type: ignore[type-arg]
@@ -81,6 +108,7 @@ def build(run: list[tuple], ending: str = "open") -> Log:  # type: ignore[type-a
     batches: list[tuple[int, int, int | None, str | None]] = []
     txn_ids = itertools.count(1)
     open_: dict[int, int] = {}  # producer → its open transaction's txn_id
+    producer_ids: dict[int, int] = {}
     first: dict[int, int] = {}  # txn_id → its first offset
     offset = 0
     for event in run:
@@ -93,6 +121,7 @@ def build(run: list[tuple], ending: str = "open") -> Log:  # type: ignore[type-a
         elif kind == "send":
             txn_id = open_.setdefault(event[1], next(txn_ids))
             first.setdefault(txn_id, offset)
+            producer_ids[txn_id] = FIRST_PRODUCER_ID + event[1]
             batches.append((offset, event[2], txn_id, None))
             for _ in range(event[2]):
                 rows[offset] = (txn_id, None)
@@ -107,7 +136,7 @@ def build(run: list[tuple], ending: str = "open") -> Log:  # type: ignore[type-a
             batches.append((offset, 1, rows[offset][0], rows[offset][1]))
             offset += 1
     lso = min((first[t] for t in open_.values()), default=offset)
-    return Log(rows, offset, lso, batches, {t: first[t] for t in open_.values()})
+    return Log(rows, offset, lso, batches, {t: first[t] for t in open_.values()}, producer_ids)
 
 
 def cut(log: Log, holes: set[int], log_start: int, cleaned: bool) -> None:
@@ -119,9 +148,11 @@ def cut(log: Log, holes: set[int], log_start: int, cleaned: bool) -> None:
             del log.rows[o]
 
 
-def store(conn: Connection, log: Log, log_start: int, compacted: bool) -> int:
+def store(conn: Connection, log: Log, log_start: int, compacted: bool) -> tuple[int, str]:
+    """The log stored as a topic of one partition: (its topic_id, its name)."""
+    name = f"conformance-{next(_names)}"
     topic_id = conn.execute(insert(topics).values(
-        name=f"conformance-{next(_names)}", partition_count=1, cleanup_policy="compact" if compacted else "delete",
+        name=name, partition_count=1, cleanup_policy="compact" if compacted else "delete",
         retention_ms=-1, check_expected_offsets=False, created_ms=0).returning(topics.c.topic_id)).scalar_one()
     conn.execute(insert(partitions).values(topic_id=topic_id, partition=0, next_offset=log.next_offset,
                                            log_start_offset=log_start))
@@ -136,7 +167,7 @@ def store(conn: Connection, log: Log, log_start: int, compacted: bool) -> int:
         conn.execute(insert(transaction_partitions), [
             {"transactional_id": f"conformance-{topic_id}-{txn_id}", "topic_id": topic_id, "partition": 0,
              "txn_id": txn_id, "first_offset": first} for txn_id, first in log.open_firsts.items()])
-    return topic_id
+    return topic_id, name
 
 
 def batch_rows(log: Log) -> list[dict]:  # type: ignore[type-arg]
@@ -147,7 +178,9 @@ def batch_rows(log: Log) -> list[dict]:  # type: ignore[type-arg]
     one offset with no state and no position."""
     outcome = {t: (control, o) for o, _, t, control in log.batches if control is not None}
     out = []
-    sequence: dict[int, int] = {}  # txn_id → its next sequence: each transaction an epoch of its own
+    # txn_id → its next sequence: each transaction an epoch of its own (its producer's epoch
+    # bumped at each transaction, as under transaction version 2)
+    sequence: dict[int, int] = {}
     for base, count, t, control in log.batches:
         base_sequence = None
         if t is not None and control is None:
@@ -165,7 +198,8 @@ def batch_rows(log: Log) -> list[dict]:  # type: ignore[type-arg]
             state, position = "committed", outcome[t][1]
         else:
             state, position = "aborted", None
-        out.append({"base_offset": base, "record_count": count, "producer_id": None if t is None else 7,
+        out.append({"base_offset": base, "record_count": count,
+                    "producer_id": None if t is None else log.producer_ids[t],
                     "producer_epoch": t, "base_sequence": base_sequence, "txn_id": t,
                     "control_type": control, "state": state, "commit_position": position})
     return out
@@ -195,6 +229,69 @@ def fetched_rows(conn: Connection, topic_id: int, log_start: int, high_watermark
     return out
 
 
+class _OneConnection(Database):
+    """The test's connection as the database the Kafka door reads: the generated log is never
+    committed (each example rolls it back), so the door must read it in that transaction."""
+
+    def __init__(self, conn: Connection) -> None:
+        super().__init__(conn.engine)
+        self._conn = conn
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        yield self._conn
+
+
+FETCH_VERSION = 12  # the door's highest
+
+
+@cache
+def _settings(database_url: str) -> Settings:
+    return Settings(database_url=database_url)  # built once: reading the environment costs 80 ms
+
+
+def kafka_fetched_rows(conn: Connection, topic: str, log_start: int,
+                       last_stable_offset: int, page: int, max_bytes: int | None) -> list[tuple[int, str | None]]:
+    """What a read_committed Kafka consumer is handed through the Kafka door's Fetch
+    (app.kafka.apis, in this process) from the log start up to the last stable offset: each
+    answer applied as aiokafka's consumer applies it (PartitionRecords, KIP-98: a producer's
+    records are dropped from an aborted transaction's first offset to its ABORT marker, a
+    control batch is never handed out), the next Fetch from where the consumer stands then.
+    Each answer of at most `page` records (the door's records limit) and `max_bytes` bytes
+    (the partition's limit, which its first record may exceed)."""
+    service_settings = _settings(conn.engine.url.render_as_string(hide_password=False))
+    services = Services.build(service_settings.model_copy(update={"fetch_max_records_limit": page}),
+                              _OneConnection(conn), FakeClock())
+    apis = Apis(services, Broker(0, "127.0.0.1", 9092))
+    m = request_class(ApiKey.FETCH, FETCH_VERSION)
+    assert m is not None
+    mod = __import__(m.__module__, fromlist=["x"])
+    out: list[tuple[int, str | None]] = []
+    position = log_start
+    token = auth.bind(auth.Access(auth.NOBODY, None))  # authentication off, as the listener binds it
+    try:
+        while position < last_stable_offset:
+            request = m(replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=1 << 20,
+                        isolation_level=1, session_id=0, session_epoch=-1, topics=(mod.FetchTopic(
+                            topic=topic, partitions=(mod.FetchPartition(
+                                partition=0, current_leader_epoch=-1, fetch_offset=position, last_fetched_epoch=-1,
+                                log_start_offset=-1, partition_max_bytes=max_bytes or 1 << 20),)),),
+                        forgotten_topics_data=(), rack_id="")
+            answer, _, _, _ = apis.fetch_now(request, FETCH_VERSION)
+            ((p,),) = [t.partitions for t in answer.responses]
+            assert (p.error_code, p.last_stable_offset) == (ErrorCode.none, last_stable_offset)
+            consumer = PartitionRecords(
+                TopicPartition(topic, 0), MemoryRecords(bytes(p.records or b"")),
+                [(a.producer_id, a.first_offset) for a in p.aborted_transactions or ()], position,
+                None, None, True, READ_COMMITTED)
+            out += [(r.offset, None if r.value is None else r.value.decode()) for r in consumer]
+            assert consumer.next_fetch_offset > position, "a Fetch neither handed out records nor moved on"
+            position = consumer.next_fetch_offset
+    finally:
+        auth.unbind(token)
+    return out
+
+
 @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
           suppress_health_check=list(HealthCheck))
 @given(run=events, ending=st.sampled_from(["open", "commit", "abort"]), holes=st.sets(st.integers(0, 60), max_size=8), data=st.data(), cleaned=st.booleans(),
@@ -206,11 +303,15 @@ def test_fetch_and_the_counters_read_exactly_the_committed_records_view(  # type
     log_start = data.draw(st.integers(0, log.last_stable_offset), label="log_start")
     cut(log, holes if compacted else set(), log_start, cleaned)
     with database.engine.connect() as conn:
-        topic_id = store(conn, log, log_start, compacted)
+        topic_id, name = store(conn, log, log_start, compacted)
         try:
             assert_batch_rows_match(conn)  # the batch rows describe the stored log, as the writers leave them
             seen = view_rows(conn, topic_id)
             assert fetched_rows(conn, topic_id, log_start, log.next_offset, page, max_bytes, chunk_bytes) == seen
+            # Kafka's read_committed reads in offset order up to the last stable offset: the
+            # view's rows lying below it, whatever their commit positions.
+            assert kafka_fetched_rows(conn, name, log_start, log.last_stable_offset, page, max_bytes) == sorted(
+                (o, v) for o, _, v in seen if o < log.last_stable_offset)
             # Whether or not the cleaner has deleted the rows below the log start: a record there
             # is read by nobody, and neither counter counts it.
             for position in range(log.next_offset + 1):
@@ -284,12 +385,27 @@ def test_a_fetch_walks_past_a_batch_with_nothing_left_to_read_from_its_position(
     log = build([("plain", 3), ("plain", 1), ("plain", 1)])  # batches [0, 2], [3], [4]
     cut(log, {2}, 0, cleaned=False)
     with database.engine.connect() as conn:
-        topic_id = store(conn, log, 0, compacted=True)
+        topic_id, _ = store(conn, log, 0, compacted=True)
         try:
             assert_batch_rows_match(conn)
             result = read.fetch(conn, topic_id=topic_id, partition=0, offset=2, max_records=2,
                                 isolation=IsolationLevel.READ_COMMITTED)
             assert [(r.offset, r.commit_position, r.value) for r in result.records] == [(3, 3, "v3"), (4, 4, "v4")]
             assert result.next_offset == 5
+        finally:
+            conn.rollback()
+
+
+def test_a_kafka_consumer_moves_past_a_batch_whose_last_records_were_compacted(database) -> None:  # type: ignore[no-untyped-def]
+    """A plain batch [0, 2] whose records 1 and 2 were compacted away, then an open
+    transaction (the last stable offset 3): a read_committed consumer handed record 0 stands
+    past the whole batch, at 3, as Kafka's batch header (its last offset, kept whatever
+    compaction removes) places it, not at 1, from where no Fetch would move it on."""
+    log = build([("plain", 3), ("send", 0, 1)])
+    cut(log, {1, 2}, 0, cleaned=False)
+    with database.engine.connect() as conn:
+        _, name = store(conn, log, 0, compacted=True)
+        try:
+            assert kafka_fetched_rows(conn, name, 0, log.last_stable_offset, 6, None) == [(0, "v0")]
         finally:
             conn.rollback()

@@ -12,6 +12,7 @@ import pytest
 
 from app.domain.records import RecordToAppend, SendBatch
 from app.domain.types import Durability, IsolationLevel, TransactionVersion
+from spark_jobs.common.positions import PositionRange, batch_ranges, committed_offsets, log_bounds, start_positions
 from tests.helpers import batch, create_topic, fetch, init_producer, send
 from tests.integration.test_metrics import scrape, value
 
@@ -129,6 +130,45 @@ def test_a_groups_lag_counts_what_a_read_committed_fetch_from_its_offset_gives_p
     assert [lag["lag"] for lag in lags] == fetched
     assert [value(gauges, "outbox_group_lag", group=f"g{at}", topic="out", partition="0") for at in range(7)] == fetched
     assert {lag["high_watermark"] for lag in lags} == ({1} if database.dialect == "postgresql" else {6})
+
+
+class _Session:
+    """The HTTP door's TestClient as the Spark jobs' session (app.client.http.Session.call)."""
+
+    def __init__(self, client) -> None:  # type: ignore[no-untyped-def]
+        self.client = client
+
+    def call(self, method: str, path: str, *, params=None, **_: object):  # type: ignore[no-untyped-def]
+        r = self.client.request(method, path, params=params)
+        assert r.status_code == 200, r.text
+        return r.json()
+
+
+def test_a_group_position_a_consumer_commits_past_it_is_where_the_spark_job_reads_nothing(  # type: ignore[no-untyped-def]
+        client, database) -> None:
+    """x (offset 0), the Ongoing transaction of a "commit" producer (1-3), y and z (4, 5): on
+    PostgreSQL a read_committed consumer is handed y and z past the high watermark (1) and
+    commits the position after them, 6. The Spark job's batch from that group's offsets
+    (spark_jobs.common.positions, as pizza_income takes them) reads nothing in the partition
+    and ends where the group is, never below it: not a start past its end refused."""
+    create_topic(client, "out", 1)
+    assert send(client, [batch("out", 0, ["x"])]).status_code == 200
+    p = init_producer(client, "relaxed", transaction_version=2, durability="commit")
+    assert send(client, [batch("out", 0, ["a", "b", "c"], 0)], p, "relaxed").status_code == 200
+    assert send(client, [batch("out", 0, ["y", "z"])]).status_code == 200
+    read = fetch(client, "out", 0, offset=0)
+    r = client.post("/v1/groups/spark/offsets",
+                    json={"offsets": [{"topic": "out", "partition": 0, "offset": read["next_offset"]}]})
+    assert r.status_code == 200, r.text
+
+    session = _Session(client)
+    bounds = log_bounds(session, "out")  # type: ignore[arg-type]
+    starts, lost = start_positions(committed_offsets(session, "spark", "out"),  # type: ignore[arg-type]
+                                   {partition: b.log_start for partition, b in bounds.items()})
+    ranges = batch_ranges(starts, {partition: b.high_watermark for partition, b in bounds.items()})
+
+    assert (read["next_offset"], bounds[0].high_watermark) == ((6, 1) if database.dialect == "postgresql" else (6, 6))
+    assert (ranges, lost) == ([PositionRange(0, 6, 6)], [])
 
 
 def test_metrics_export_the_high_watermark_beside_the_log_end(client, database) -> None:  # type: ignore[no-untyped-def]

@@ -364,7 +364,8 @@ def test_positions_json_round_trips_in_the_kafka_sources_form() -> None:
 # --- Planning, without Spark running anything --------------------------------------------------
 
 
-def _plan(filters: list, **options: str) -> list[tuple]:  # type: ignore[type-arg]
+def _plan(filters: list, committed: dict[TopicPartition, int] | None = None,  # type: ignore[type-arg]
+          **options: str) -> list[tuple]:  # type: ignore[type-arg]
     from spark_jobs.reader.planning import plan_ranges, prune
     from spark_jobs.common.positions import LogBounds
     from spark_jobs.reader.options import parse_options
@@ -372,7 +373,18 @@ def _plan(filters: list, **options: str) -> list[tuple]:  # type: ignore[type-ar
     parsed = parse_options({"url": "http://outbox", "databaseUrl": "sqlite:///x.db", "topics": "a,b", **options})
     bounds = {TopicPartition(t, p): LogBounds(10, 100) for t in ("a", "b") for p in range(3)}
     pruning, _rest = prune(filters)
-    return [(r.topic, r.partition, r.start, r.end) for r in plan_ranges(parsed, bounds, {}, pruning).ranges]
+    return [(r.topic, r.partition, r.start, r.end)
+            for r in plan_ranges(parsed, bounds, committed or {}, pruning).ranges]
+
+
+def test_a_group_position_past_the_high_watermark_reads_nothing_there() -> None:
+    """An HTTP consumer may commit a position past the high watermark (the commit points past it
+    are handed out while a transaction whose Sends are not durable yet holds it back): the read
+    from the group's offsets reads nothing in that partition, as a Kafka consumer there waits,
+    and the others as usual."""
+    committed = {TopicPartition("a", 0): 105, TopicPartition("a", 1): 40}
+    assert _plan([], committed, startingPositions="group", group="g") == [
+        ("a", 1, 40, 100), ("a", 2, 10, 100), ("b", 0, 10, 100), ("b", 1, 10, 100), ("b", 2, 10, 100)]
 
 
 def test_planning_prunes_partitions_and_narrows_ranges_by_the_pushed_filters() -> None:
@@ -416,7 +428,14 @@ def test_planning_refuses_positions_outside_the_log() -> None:
     with pytest.raises(DataLossError, match=r"a/1: committed position 3 is below the log start 10"):
         _plan([], startingPositions='{"a": {"1": 3}}')
     assert ("a", 1, 10, 100) in _plan([], startingPositions='{"a": {"1": 3}}', failOnDataLoss="false")
-    with pytest.raises(OutboxSourceError, match=r"endingPositions: b/2 ends at 101, past its log end 100"):
+    with pytest.raises(OutboxSourceError, match=r"endingPositions: b/2 ends at 101, past its high watermark 100"):
         _plan([], endingPositions='{"b": {"2": 101}}')
     with pytest.raises(OutboxSourceError, match=r"a/0: the start 50 is past the end 40"):
         _plan([], startingPositions='{"a": {"0": 50}}', endingPositions='{"a": {"0": 40}}')
+
+
+def test_a_range_of_no_position_is_planned_whatever_the_bounds() -> None:
+    """Nothing to read claims no position: a micro-batch's partition with nothing new, whose
+    start may be a group's offset past the high watermark, is left out, not refused."""
+    at = '{"b": {"2": 101}}'
+    assert ("b", 2) not in [(t, p) for t, p, _, _ in _plan([], startingPositions=at, endingPositions=at)]

@@ -91,8 +91,13 @@ def test_auto_splits_aims_at_the_task_slots_but_not_at_tiny_ranges() -> None:
 def test_batch_ranges_start_at_committed_offsets_and_stop_at_the_snapshot() -> None:
     ranges = batch_ranges({0: 4}, {0: 10, 1: 7}, max_positions=5)
     assert ranges == [PositionRange(0, 4, 9), PositionRange(1, 0, 5)]
-    with pytest.raises(ValueError, match="past the log end"):
-        batch_ranges({0: 11}, {0: 10})
+
+
+def test_a_committed_offset_past_the_snapshot_reads_nothing_and_keeps_its_position() -> None:
+    """An HTTP consumer may commit a position past the high watermark (the commit points past
+    it are handed out while a transaction whose Sends are not durable yet holds it back): the
+    batch reads nothing there, and its end, committed as the group's offset, does not go back."""
+    assert batch_ranges({0: 11, 1: 3}, {0: 10, 1: 10}) == [PositionRange(0, 11, 11), PositionRange(1, 3, 10)]
 
 
 def test_start_positions_are_committed_offsets_clamped_to_the_log_start() -> None:
