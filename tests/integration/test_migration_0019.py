@@ -71,7 +71,7 @@ def test_0019_backfills_a_batch_row_for_each_stored_batch_and_its_downgrade_drop
             'SELECT "partition", base_offset, record_count, producer_id, producer_epoch, base_sequence, txn_id, '
             'control_type, state, commit_position FROM record_batches ORDER BY "partition", base_offset')).all()
         assert [tuple(r) for r in rows] == _EXPECTED
-        assert_batch_rows_match(conn)
+        assert_batch_rows_match(conn, counters=False)  # rows written with SQL of its own: no counters kept
         if before is not None:
             assert "record_batches" in _publish_pending(conn)
 
