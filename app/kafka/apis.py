@@ -372,9 +372,12 @@ class Apis:
     # --- Fetch -----------------------------------------------------------------------------
 
     def fetch_now(self, body: Any, version: int) -> tuple[Any, int, list[tuple[int, int]], bool]:
-        """The Fetch's answer with what is there now: (answer, its records' bytes, the
-        partitions read as (topic_id, partition), for a wait on them, whether reading a
-        partition failed). server.Connection waits for max_wait_ms/min_bytes and asks again,
+        """The Fetch's answer with what is there now: (answer, the bytes of its batches that
+        hold records, the partitions read as (topic_id, partition), for a wait on them, whether
+        reading a partition failed). A batch of no record (a read past records removed, up to
+        its bound: LogBatch.next_offset) is not counted toward min_bytes: a client that does
+        not step over it would otherwise be answered at once, again and again, a database read
+        a turn, until something readable arrives; it still gets it after max_wait_ms. server.Connection waits for max_wait_ms/min_bytes and asks again,
         unless a read failed: Kafka's broker answers such a Fetch at once,
         so that the client sees the error (an offset out of range to reset) without waiting out
         max_wait_ms on the other partitions."""
@@ -385,7 +388,7 @@ class Apis:
         # answer never holds more than these, but for the first record of the first partition.
         left = max(0, min(getattr(body, "max_bytes", 2**31 - 1), self.settings.fetch_max_bytes_limit))
         partition_limit = self.settings.fetch_max_partition_bytes_limit
-        total, keys, topics, read_failed = 0, [], [], False
+        total, filled, keys, topics, read_failed = 0, 0, [], [], False
         fetched = fetch_partitions(body.topics)
         # A topic named with no partition is neither checked nor answered, as Kafka's Fetch
         # (its answer is its partitions'); left unchecked, it closed the connection unanswered.
@@ -428,6 +431,8 @@ class Apis:
                     data, aborted_met = _NO_RECORDS, []
                 left -= len(data)
                 total += len(data)
+                if read.batches and read.batches[0].next_offset is None:
+                    filled += len(data)
                 aborted = None
                 if isolation is IsolationLevel.READ_COMMITTED:
                     aborted = tuple(build(m.AbortedTransaction, producer_id=a.producer_id, first_offset=a.first_offset)
@@ -439,7 +444,7 @@ class Apis:
             topics.append(build(m.FetchableTopicResponse, topic=topic, partitions=tuple(answered)))
         answer = build(m.FetchResponse, throttle_time=NO_WAIT, error_code=ErrorCode.none, session_id=0,
                        responses=tuple(topics))
-        return answer, total, keys, read_failed
+        return answer, filled, keys, read_failed
 
     # --- ListOffsets -----------------------------------------------------------------------
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 import time
 
 import pytest
-from sqlalchemy import delete, update
+from sqlalchemy import delete, select, update
 
+from app.domain.log_cleaning import record_sizes
 from app.storage.tables import partitions, records
 from tests.helpers import batch, begin, create_topic, init_producer, send
 from tests.kafka.conftest import Listener
@@ -24,8 +25,13 @@ def _compacted_tail(kafka: Listener) -> None:
     create_topic(kafka.client, "orders")
     assert send(kafka.client, [batch("orders", 0, ["a", "b", "c"])]).status_code == 200
     with kafka.services.db.write() as conn:
+        removed = conn.execute(select(records.c.key, records.c.value, records.c.headers)
+                               .where(records.c.offset.in_([1, 2]))).all()
         conn.execute(delete(records).where(records.c.offset.in_([1, 2])))
-        conn.execute(update(partitions).values(record_count=1))
+        # As compaction keeps them: the partition's counters count the records left.
+        conn.execute(update(partitions).values(
+            record_count=partitions.c.record_count - len(removed),
+            size_bytes=partitions.c.size_bytes - sum(record_sizes(*zip(*removed)))))
     p = init_producer(kafka.client, "t")
     begin(kafka.client, "t", p)
     assert send(kafka.client, [batch("orders", 0, ["open"], 0)], p, "t").status_code == 200
@@ -71,6 +77,23 @@ def test_kafka_python_stands_past_the_removed_records(kafka: Listener) -> None:
     finally:
         consumer.close()
     assert (got, position) == ([0], 3)
+
+
+def test_a_fetch_answered_only_a_batch_of_no_record_waits_its_max_wait_ms(kafka: Listener) -> None:
+    """The batch of no record does not count toward min_bytes: a client that does not step over
+    it (kafkajs stays at its offset) waits out max_wait_ms between its Fetches, as it did before
+    the batch was answered, rather than being answered at once, a database read a turn."""
+    from tests.kafka.conftest import ask
+    from tests.kafka.test_wire import _fetch
+
+    _compacted_tail(kafka)
+    with kafka.connect() as s:
+        started = time.monotonic()
+        answer = ask(s, 1, 12, _fetch("orders", 0, 1, max_wait_ms=600))
+        waited = time.monotonic() - started
+    ((p,),) = [t.partitions for t in answer.responses]
+    assert (p.error_code, p.last_stable_offset, len(p.records)) == (0, 3, 61)  # the batch of no record, to 3
+    assert waited >= 0.55
 
 
 pytestmark = pytest.mark.kafka
