@@ -6,7 +6,7 @@ the query plans of benchmarks/explain_committed_records.py; no job reads through
 code should use the data source. It needs a JDBC driver on Spark's classpath
 (spark_jobs.session.build_session finds one: docs/SPARK.md, "Where the JDBC driver comes from").
 
-    ranges = batch_ranges(committed_offsets(s, group, topic), log_end_offsets(s, topic))
+    ranges = batch_ranges(committed_offsets(s, group, topic), high_watermarks(s, topic))
     df = read_committed(spark, JdbcSource.from_url(db_url), topic, ranges,
                         value_schema="order_id BIGINT, meal STRING, value DOUBLE")
 

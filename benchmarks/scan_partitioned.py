@@ -63,7 +63,7 @@ from scratch import scratch_database  # noqa: E402
 
 from app.storage.sql import EVERY_PARTITION, load  # noqa: E402
 from migrations.sql_files import render  # noqa: E402
-from spark_jobs.common.positions import log_end_offsets  # noqa: E402
+from spark_jobs.common.positions import high_watermarks  # noqa: E402
 from spark_jobs.reader.jvm import VIEW, JdbcSource, predicates, read_jvm, stored_rows  # noqa: E402
 from spark_jobs.reader.options import parse_options  # noqa: E402
 from spark_jobs.reader.planning import Pruning, plan_splits, snapshot, starting_committed  # noqa: E402
@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
             from app.client.http import Session
 
             session = Session(api)
-            ends = log_end_offsets(session, committed_log.TOPIC)
+            ends = high_watermarks(session, committed_log.TOPIC)
             session.close()
             per_split = -(-max(ends.values()) * len(ends) // args.tasks)
 

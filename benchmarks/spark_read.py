@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import committed_log  # noqa: E402
 from scratch import ADMIN_URL, kept_database  # noqa: E402
 
-from spark_jobs.common.positions import batch_ranges, log_end_offsets  # noqa: E402
+from spark_jobs.common.positions import batch_ranges, high_watermarks  # noqa: E402
 from spark_jobs.session import build_session  # noqa: E402
 from benchmarks.jdbc_reader import CUSTOM_SCHEMA, DEFAULT_FETCHSIZE, VIEW_COLUMNS, JdbcSource, predicates, read_committed  # noqa: E402
 
@@ -117,7 +117,7 @@ def bench(spark, database_url: str, records_per_partition: int, splits: int, run
             print(f"filling {database_url} …", file=sys.stderr)
             print(f"  {committed_log.fill(api, records_per_partition)}", file=sys.stderr)
         session = Session(api)
-        ends = log_end_offsets(session, committed_log.TOPIC)
+        ends = high_watermarks(session, committed_log.TOPIC)
         session.close()
     ranges = batch_ranges({}, ends)
     rows = copy_to_plain_table(database_url, ends)

@@ -146,7 +146,7 @@ from spark_jobs.reader.jvm import predicates as jvm_predicates  # noqa: E402
 from spark_jobs.reader.options import parse_options  # noqa: E402
 from spark_jobs.reader.planning import Pruning, plan_splits, snapshot, starting_committed  # noqa: E402
 from spark_jobs.reader.statement import positions_predicate  # noqa: E402
-from spark_jobs.common.positions import batch_ranges, log_end_offsets  # noqa: E402
+from spark_jobs.common.positions import batch_ranges, high_watermarks  # noqa: E402
 from spark_jobs.session import build_session  # noqa: E402
 from benchmarks.jdbc_reader import (  # noqa: E402
     CUSTOM_SCHEMA, DEFAULT_FETCHSIZE, JdbcSource, predicates, read_committed, split_range)
@@ -454,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
         from app.client.http import Session
 
         session = Session(api)
-        ends = log_end_offsets(session, committed_log.TOPIC)
+        ends = high_watermarks(session, committed_log.TOPIC)
         session.close()
         ranges = batch_ranges({}, ends)
         per_partition = max(ends.values())

@@ -43,7 +43,7 @@ from __future__ import annotations
 import bisect
 from collections import defaultdict
 
-from sqlalchemy import Connection, Engine, create_engine, inspect, or_, select
+from sqlalchemy import Connection, Engine, and_, create_engine, inspect, or_, select
 
 from app.domain.log_cleaning import record_sizes
 from app.storage.tables import partitions, producer_partitions, record_batches, records, topics, transaction_partitions
@@ -105,16 +105,24 @@ def batch_row_problems(conn: Connection) -> list[str]:
 
 def counter_problems(conn: Connection) -> list[str]:
     """Each partition whose record_count and size_bytes disagree with its data records stored,
-    as a sentence; [] when they agree (the module docstring's last paragraph)."""
-    # A deleted topic's records stay until the log cleaner purges them, with no partition row.
-    live = select(partitions).join(topics, topics.c.topic_id == partitions.c.topic_id)
-    counted: dict[tuple[int, int], tuple[int, int]] = {
-        (row.topic_id, row.partition): (row.record_count, row.size_bytes) for row in conn.execute(live)}
-    fields = defaultdict(lambda: ([], [], []))
-    data = select(records.c.topic_id, records.c.partition, records.c.key, records.c.key_bytes, records.c.value,
-                  records.c.value_bytes, records.c.headers).where(records.c.control_type.is_(None))
-    for row in conn.execute(data):
-        keys, values, headers = fields[(row.topic_id, row.partition)]
+    as a sentence; [] when they agree (the module docstring's last paragraph). One statement,
+    so one snapshot of both: a writer still running between two reads would be a false alarm.
+    A deleted topic's records stay until the log cleaner purges them, with no partition row:
+    only live topics' partitions are compared."""
+    data = and_(records.c.topic_id == partitions.c.topic_id, records.c.partition == partitions.c.partition,
+                records.c.control_type.is_(None))
+    rows = select(partitions.c.topic_id, partitions.c.partition, partitions.c.record_count, partitions.c.size_bytes,
+                  records.c.offset, records.c.key, records.c.key_bytes, records.c.value, records.c.value_bytes,
+                  records.c.headers) \
+        .join(topics, topics.c.topic_id == partitions.c.topic_id).outerjoin(records, data)
+    counted: dict[tuple[int, int], tuple[int, int]] = {}
+    fields: dict[tuple[int, int], tuple[list, list, list]] = defaultdict(lambda: ([], [], []))
+    for row in conn.execute(rows):
+        key = (row.topic_id, row.partition)
+        counted[key] = (row.record_count, row.size_bytes)
+        if row.offset is None:  # a partition without a data record: its one row, of no record
+            continue
+        keys, values, headers = fields[key]
         keys.append(row.key if row.key is not None else row.key_bytes)
         values.append(row.value if row.value is not None else row.value_bytes)
         headers.append(row.headers)

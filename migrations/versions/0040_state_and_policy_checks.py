@@ -85,7 +85,16 @@ def _sqlite_edit_topics(old: str, new: str) -> None:
     version = bind.exec_driver_sql("PRAGMA schema_version").scalar_one()
     bind.exec_driver_sql("PRAGMA writable_schema = ON")
     try:
-        bind.exec_driver_sql("UPDATE sqlite_master SET sql = ? WHERE type = 'table' AND name = 'topics'", (edited,))
+        try:
+            bind.exec_driver_sql("UPDATE sqlite_master SET sql = ? WHERE type = 'table' AND name = 'topics'",
+                                 (edited,))
+        except sa.exc.OperationalError as e:
+            # A SQLite built or configured defensive (SQLITE_DBCONFIG_DEFENSIVE) refuses the
+            # edit; Python's sqlite3 does not turn that on. The migration's transaction rolls
+            # back whole: the database stays at 0039.
+            raise MigrationRefused(
+                f"this SQLite refuses to edit the stored definition of topics ({e.orig}): it runs in defensive "
+                "mode, which migration 0040 needs off to give topics.cleanup_policy its CHECK") from None
         # Every connection reads the schema again at its next statement.
         bind.exec_driver_sql(f"PRAGMA schema_version = {int(version) + 1}")
     finally:

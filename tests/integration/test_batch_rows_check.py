@@ -1,6 +1,6 @@
 """The check of tests/batch_rows.py finds a writer's mistakes: it runs after most tests
 (tests/conftest.py's settings fixture), so it must fail where a batch row is missing, extra or
-wrong."""
+wrong, or a partition's counters do not count its records."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, delete, insert, select, update
 
-from app.storage.tables import record_batches, records, transaction_partitions
-from tests.batch_rows import batch_row_problems
+from app.storage.tables import partitions, record_batches, records, transaction_partitions
+from tests.batch_rows import batch_row_problems, counter_problems
 from tests.helpers import batch, begin, create_topic, ident, init_producer, send
 
 pytestmark = pytest.mark.raw_records  # each test spoils the rows on purpose
@@ -157,3 +157,26 @@ def _txn_id_at(db_url: str, base_offset: int) -> int:
                                 .where(record_batches.c.base_offset == base_offset)).scalar_one()
     finally:
         engine.dispose()
+
+
+def _counter_problems_after(db_url: str, stmt: Any) -> list[str]:
+    engine = create_engine(db_url)
+    try:
+        with engine.begin() as conn:
+            assert counter_problems(conn) == []
+            conn.execute(stmt)
+            return counter_problems(conn)
+    finally:
+        engine.dispose()
+
+
+def test_a_partition_whose_counters_miss_a_deleted_record_is_found(client: Any, db_url: str) -> None:
+    _a_committed_transaction_after_plain_records(client, db_url)  # data records "0", "1", "2", "3" in (1, 0)
+    assert _counter_problems_after(db_url, delete(records).where(records.c.offset == 1)) == [
+        "partition (1, 0): (record_count, size_bytes) (4, 4), the records stored (3, 3)"]
+
+
+def test_a_partition_whose_size_is_not_its_records_sizes_is_found(client: Any, db_url: str) -> None:
+    _a_committed_transaction_after_plain_records(client, db_url)
+    assert _counter_problems_after(db_url, update(partitions).values(size_bytes=partitions.c.size_bytes + 1)) == [
+        "partition (1, 0): (record_count, size_bytes) (4, 5), the records stored (4, 4)"]
