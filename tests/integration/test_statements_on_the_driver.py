@@ -25,6 +25,7 @@ def _take(database, topic_id: int, count: int):  # type: ignore[no-untyped-def]
             "p_topic_id": topic_id, "p_partition": 1, "p_count": count, "p_records": count, "p_size_bytes": 10})
 
 
+@pytest.mark.raw_records  # takes offsets and counts records it never writes
 def test_a_write_with_returning_answers_its_row_and_writes_once(services, database) -> None:  # type: ignore[no-untyped-def]
     topic_id = services.topics.create("t", 2).topic_id
 
@@ -68,6 +69,7 @@ def test_a_row_answers_its_columns_by_position_and_on_postgresql_by_name_with_li
         assert (row.given, row.own) == (4, "committed")  # type: ignore[union-attr]
 
 
+@pytest.mark.raw_records  # takes offsets and counts records it never writes
 @pytest.mark.parametrize("listened_on", ["engine", "connection"])
 def test_sqlalchemy_s_cursor_events_see_the_statement_before_and_after_it_runs(  # type: ignore[no-untyped-def]
         services, database, listened_on: str) -> None:
