@@ -4,6 +4,7 @@ wrong, or a partition's counters do not count its records."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -16,13 +17,13 @@ from tests.helpers import batch, begin, create_topic, ident, init_producer, send
 pytestmark = pytest.mark.raw_records  # each test spoils the rows on purpose
 
 
-def _problems_after(db_url: str, stmt: Any) -> list[str]:
+def _problems_after(db_url: str, stmt: Any, problems: Callable[[Any], list[str]] = batch_row_problems) -> list[str]:
     engine = create_engine(db_url)
     try:
         with engine.begin() as conn:
-            assert batch_row_problems(conn) == []
+            assert problems(conn) == []
             conn.execute(stmt)
-            return batch_row_problems(conn)
+            return problems(conn)
     finally:
         engine.dispose()
 
@@ -159,24 +160,14 @@ def _txn_id_at(db_url: str, base_offset: int) -> int:
         engine.dispose()
 
 
-def _counter_problems_after(db_url: str, stmt: Any) -> list[str]:
-    engine = create_engine(db_url)
-    try:
-        with engine.begin() as conn:
-            assert counter_problems(conn) == []
-            conn.execute(stmt)
-            return counter_problems(conn)
-    finally:
-        engine.dispose()
-
-
 def test_a_partition_whose_counters_miss_a_deleted_record_is_found(client: Any, db_url: str) -> None:
     _a_committed_transaction_after_plain_records(client, db_url)  # data records "0", "1", "2", "3" in (1, 0)
-    assert _counter_problems_after(db_url, delete(records).where(records.c.offset == 1)) == [
+    assert _problems_after(db_url, delete(records).where(records.c.offset == 1), counter_problems) == [
         "partition (1, 0): (record_count, size_bytes) (4, 4), the records stored (3, 3)"]
 
 
 def test_a_partition_whose_size_is_not_its_records_sizes_is_found(client: Any, db_url: str) -> None:
     _a_committed_transaction_after_plain_records(client, db_url)
-    assert _counter_problems_after(db_url, update(partitions).values(size_bytes=partitions.c.size_bytes + 1)) == [
+    assert _problems_after(db_url, update(partitions).values(size_bytes=partitions.c.size_bytes + 1),
+                           counter_problems) == [
         "partition (1, 0): (record_count, size_bytes) (4, 5), the records stored (4, 4)"]
