@@ -377,10 +377,10 @@ class Apis:
         reading a partition failed). A batch of no record (a read past records removed, up to
         its bound: LogBatch.next_offset) is not counted toward min_bytes: a client that does
         not step over it would otherwise be answered at once, again and again, a database read
-        a turn, until something readable arrives; it still gets it after max_wait_ms. server.Connection waits for max_wait_ms/min_bytes and asks again,
-        unless a read failed: Kafka's broker answers such a Fetch at once,
-        so that the client sees the error (an offset out of range to reset) without waiting out
-        max_wait_ms on the other partitions."""
+        a turn, until something readable arrives; it still gets it after max_wait_ms.
+        server.Connection waits for max_wait_ms/min_bytes and asks again, unless a read failed:
+        Kafka's broker answers such a Fetch at once, so that the client sees the error (an
+        offset out of range to reset) without waiting out max_wait_ms on the other partitions."""
         m = response_module(ApiKey.FETCH, version)
         assert m is not None
         isolation = isolation_level(body)
