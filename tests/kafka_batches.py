@@ -6,6 +6,7 @@ out. For the Kafka door's tests (tests/kafka) and the unit tests of what it read
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from aiokafka.record.util import calc_crc32c
@@ -59,8 +60,18 @@ def undecompressable(shape: str) -> bytes:
 def with_codec(batch: bytes, codec: int) -> bytes:
     """`batch` with its attributes' compression codec bits set to `codec` (5, 6 and 7 name
     none), its CRC-32C made to match."""
+    return _with_attributes(batch, lambda attributes: (attributes & ~0x07) | codec)
+
+
+def with_log_append_time(batch: bytes) -> bytes:
+    """`batch` with its attributes' timestamp type bit set (the log append time, which only a
+    broker sets), its CRC-32C made to match."""
+    return _with_attributes(batch, lambda attributes: attributes | 0x08)
+
+
+def _with_attributes(batch: bytes, change: Callable[[int], int]) -> bytes:
     raw = bytearray(batch)
     (attributes,) = struct.unpack_from(">h", raw, _ATTRIBUTES_AT)
-    struct.pack_into(">h", raw, _ATTRIBUTES_AT, (attributes & ~0x07) | codec)
+    struct.pack_into(">h", raw, _ATTRIBUTES_AT, change(attributes))
     struct.pack_into(">I", raw, _CRC_AT, calc_crc32c(bytes(raw[_CRC_FROM:])))
     return bytes(raw)

@@ -63,8 +63,9 @@ class InvalidRecord(OutboxError):
 
 
 class InvalidTimestamp(InvalidRecord):
-    """A produced record's timestamp is out of the range a record may have (0 to 2**63 - 1):
-    Kafka's answer for it. A Send's record is refused INVALID_REQUEST for it, by its schema."""
+    """A produced record's timestamp is out of the range a record may have (0 to 2**63 - 1), or
+    a produced batch says its timestamps are the log append time (the broker's to set): Kafka's
+    answer for either. A Send's record is refused INVALID_REQUEST for it, by its schema."""
 
     error_code = "INVALID_TIMESTAMP"
 

@@ -31,7 +31,7 @@ from aiokafka.errors import CorruptRecordException, UnsupportedCodecError
 from kio.records.schema import NewRecordBatch, Record
 from kio.records.writers import write_new_batch
 
-from app.domain.errors import InvalidRecord
+from app.domain.errors import InvalidRecord, InvalidTimestamp
 from app.domain.read import LogBatch
 from app.domain.kafka_records import kafka_batch, to_kafka
 from app.domain.records import SendBatch
@@ -58,7 +58,8 @@ def send_batch(topic: str, partition: int, batch: DefaultRecordBatch, now_ms: in
                value_format: ValueFormat) -> SendBatch:
     """The produced batch (its CRC checked by the caller) as the service's SendBatch for a topic
     of `value_format`, with its base sequence if it has a producer; InvalidRecord if a record
-    does not fit that format, InvalidTimestamp if its timestamp is none a record may have."""
+    does not fit that format, InvalidTimestamp if its timestamp is none a record may have or
+    the batch's timestamp type is the log append time."""
     # Each column in a pass of its own: no tuple a record to zip apart again (about an eighth
     # of the reading's cost in one process, docs/benchmarks.md, 2026-12-01).
     try:
@@ -80,8 +81,12 @@ def send_batch(topic: str, partition: int, batch: DefaultRecordBatch, now_ms: in
         # wrote them twice).
         raise InvalidRecord(f"a record of {topic}/{partition} cannot be read: {e}") from None
     if batch.timestamp_type == _LOG_APPEND_TIME:
-        timestamps = [now_ms] * len(read)
-    elif NO_TIMESTAMP in timestamps:
+        # The log append time is the broker's to set, never the producer's: Kafka's broker
+        # refuses such a batch, every record named. Taken, it would have given every record the
+        # service's clock in place of the timestamps the batch carries.
+        raise InvalidTimestamp(f"{topic}/{partition}: a producer may not set a batch's timestamp type to "
+                               "LogAppendTime", record_indexes=tuple(range(len(read))))
+    if NO_TIMESTAMP in timestamps:
         # Kafka's record without a timestamp takes the append time, as a Send's record without
         # one does (batch_of). Any other below 0 is the domain's to refuse (from_kafka,
         # INVALID_TIMESTAMP), as a Send's is: not the clock's, which would store another record.

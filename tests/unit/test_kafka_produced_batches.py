@@ -11,7 +11,7 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from app.domain.errors import InvalidRecord, InvalidTimestamp
 from app.domain.types import ValueFormat
 from app.kafka.records import read_batches, send_batch
-from tests.kafka_batches import UNDECOMPRESSABLE, compressed, undecompressable, with_codec
+from tests.kafka_batches import UNDECOMPRESSABLE, compressed, undecompressable, with_codec, with_log_append_time
 
 
 @pytest.mark.parametrize("shape", sorted(UNDECOMPRESSABLE))
@@ -58,3 +58,22 @@ def test_a_timestamp_below_0_but_no_timestamp_is_an_invalid_timestamp_naming_the
 
     assert refused.value.error_code == "INVALID_TIMESTAMP"
     assert refused.value.record_indexes == (1,)
+
+
+@pytest.mark.parametrize("value_format", [ValueFormat.JSON, ValueFormat.BYTES])
+def test_a_batch_whose_timestamp_type_is_the_log_append_time_is_an_invalid_timestamp_naming_every_record(
+        value_format: ValueFormat) -> None:
+    """The log append time is the broker's to set: Kafka's broker refuses a producer's batch that
+    claims it, and so does the service, rather than overwrite the batch's timestamps."""
+    b = DefaultRecordBatchBuilder(2, 0, 0, -1, -1, -1, 1 << 20)
+    for i in range(3):
+        b.append(i, 5 + i, None, b"1", [])
+    (batch,) = read_batches(with_log_append_time(bytes(b.build())))
+    assert batch.validate_crc() and batch.timestamp_type == 1
+
+    with pytest.raises(InvalidTimestamp, match="t/0: a producer may not set a batch's timestamp type to "
+                                               "LogAppendTime") as refused:
+        send_batch("t", 0, batch, NOW_MS, value_format)
+
+    assert refused.value.error_code == "INVALID_TIMESTAMP"
+    assert refused.value.record_indexes == (0, 1, 2)
