@@ -18,7 +18,7 @@ from app.kafka.api_keys import SERVED
 from app.kafka.protocol import request_class
 from tests.helpers import create_topic
 from tests.kafka.conftest import Listener, ask, closed, frame, join_group_v8, listener_with, read_frame, response
-from tests.kafka_batches import UNDECOMPRESSABLE, compressed, undecompressable
+from tests.kafka_batches import UNDECOMPRESSABLE, compressed, undecompressable, with_log_append_time
 
 NO_WAIT = datetime.timedelta(0)
 
@@ -215,6 +215,20 @@ def test_a_record_larger_than_max_message_bytes_is_message_too_large_and_nothing
         answer = ask(s, 0, 9, _produce("orders", 0, _records([b'"small"', b'"' + b"x" * 1000 + b'"'])))
     assert _partition_answer(answer).error_code == ErrorCode.message_too_large
     assert _stored(kafka) == []
+
+
+def test_a_batch_claiming_the_log_append_time_is_an_invalid_timestamp_and_nothing_is_written(kafka: Listener) -> None:
+    """Only a broker sets a batch's timestamps to the log append time; Kafka's refuses a
+    producer's batch that claims it (the service had overwritten the records' timestamps)."""
+    create_topic(kafka.client, "orders")
+    with kafka.connect() as s:
+        answer = ask(s, 0, 9, _produce("orders", 0, with_log_append_time(_records([b"1", b"2"]))))
+        kept = ask(s, 0, 9, _produce("orders", 0, _records([b"3"])))
+    p = _partition_answer(answer)
+    assert p.error_code == ErrorCode.invalid_timestamp
+    assert [e.batch_index for e in p.record_errors] == [0, 1]
+    assert _partition_answer(kept).error_code == ErrorCode.none
+    assert _stored(kafka) == [(0, None, 3)]
 
 
 def test_a_key_that_is_not_utf8_is_an_invalid_record(kafka: Listener) -> None:
