@@ -122,6 +122,22 @@ def unbind_client_host(token: contextvars.Token[str | None]) -> None:
     _CLIENT_HOST.reset(token)
 
 
+_UNSAID: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("kafka_unsaid", default=None)
+
+
+def bind_unsaid() -> tuple[contextvars.Token[list[str] | None], list[str]]:
+    """A list, bound for the request being handled, that build fills with the first error
+    message its answer's version has no field for (a Produce before version 8: kcat's). The
+    listener logs it as it logs a message the answer carries: Kafka's clients show the code
+    only, and without it the reason for a refusal was nowhere."""
+    unsaid: list[str] = []
+    return _UNSAID.set(unsaid), unsaid
+
+
+def unbind_unsaid(token: contextvars.Token[list[str] | None]) -> None:
+    _UNSAID.reset(token)
+
+
 def _never_gone() -> bool:
     return False
 
@@ -485,6 +501,11 @@ def build(cls: type, **values: Any) -> Any:
     """An entity of `cls` from the values its version has fields for: one handler builds the
     answer of every version, each taking the fields it knows."""
     names = {f.name for f in dataclasses.fields(cls)}
+    message = values.get("error_message")
+    if message is not None and "error_message" not in names:
+        unsaid = _UNSAID.get()
+        if unsaid is not None and not unsaid:
+            unsaid.append(str(message))
     return cls(**{k: v for k, v in values.items() if k in names})
 
 

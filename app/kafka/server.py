@@ -375,9 +375,15 @@ class KafkaListener:
         off_loop = len(frame) > _INLINE_FRAME_BYTES
         limit = auth.request_bounds(self.settings, session).max_entries
         request = await asyncio.to_thread(protocol.parse, frame, limit) if off_loop else protocol.parse(frame, limit)
-        response = await self._respond(request, session, writer)
+        unsaid_token, unsaid = protocol.bind_unsaid()  # asyncio.to_thread carries it into the handler's thread
+        try:
+            response = await self._respond(request, session, writer)
+        finally:
+            protocol.unbind_unsaid(unsaid_token)
         encoded, errors, said = (await asyncio.to_thread(_encoded, correlation_id, response)
                                  if off_loop or api_key in _LARGE_ANSWERS else _encoded(correlation_id, response))
+        if said is None and errors and unsaid:
+            said = unsaid[0]
         self._account(protocol.api_name(api_key), api_version, correlation_id, request.client_id, session, writer,
                       errors, start, said)
         return encoded
@@ -386,10 +392,10 @@ class KafkaListener:
                  writer: asyncio.StreamWriter, errors: dict[ErrorCode, int], start: float,
                  said: str | None = None) -> None:
         """The request in the door's metrics and its access log line; `errors`: its answer's
-        (protocol.error_codes); `said`: the first error message it carries, put at the line's
-        end: Kafka's clients show an error's code and not its message (librdkafka's "Broker
-        failed to validate record" for a value that is not JSON), so the log is where an
-        operator finds why."""
+        (protocol.error_codes); `said`: the first error message it carries, or that its version
+        had no field for (protocol.bind_unsaid), put at the line's end: Kafka's clients show an
+        error's code and not its message (librdkafka's "Broker failed to validate record" for a
+        value that is not JSON), so the log is where an operator finds why."""
         elapsed_s = time.perf_counter() - start
         KAFKA_REQUESTS.labels(api).inc()
         KAFKA_REQUEST_DURATION.labels(api).observe(elapsed_s)

@@ -108,6 +108,34 @@ def test_an_answer_s_error_message_ends_its_access_log_line(kafka: Listener, cap
     assert line.getMessage().endswith(f" correlation_id=42 error_message={said}")
 
 
+@pytest.mark.parametrize("version", [3, 7])
+def test_the_reason_ends_the_access_log_line_of_an_answer_whose_version_has_no_message_field(
+        kafka: Listener, caplog: pytest.LogCaptureFixture, version: int) -> None:
+    # A Produce answer carries an error message from version 8 on; kcat speaks 7. The reason
+    # was then in neither the answer nor the log.
+    create_topic(kafka.client, "orders")
+    caplog.set_level(logging.INFO, logger=ACCESS_LOGGER)
+    with kafka.connect() as s:
+        answer = ask(s, 0, version, _produce("orders", 0, _records([b"hello"]), version=version), correlation_id=7)
+    assert not hasattr(answer.responses[0].partition_responses[0], "error_message")
+    (line,) = [r for r in caplog.records if r.name == ACCESS_LOGGER and getattr(r, "door", None) == "kafka"]
+    said = ("record 0 of orders/0: a json topic's value must be JSON: unexpected character, expected a JSON "
+            "value: line 1 column 1 (char 0)")
+    assert (line.errors, line.error_message) == ("INVALID_RECORD", said)
+    assert line.getMessage().endswith(f" correlation_id=7 error_message={said}")
+
+
+def test_a_request_answered_without_error_ends_its_access_log_line_with_no_message(
+        kafka: Listener, caplog: pytest.LogCaptureFixture) -> None:
+    create_topic(kafka.client, "orders")
+    caplog.set_level(logging.INFO, logger=ACCESS_LOGGER)
+    with kafka.connect() as s:
+        ask(s, 0, 7, _produce("orders", 0, _records([b"1"]), version=7), correlation_id=8)
+    (line,) = [r for r in caplog.records if r.name == ACCESS_LOGGER and getattr(r, "door", None) == "kafka"]
+    assert (line.errors, line.error_message) == ("none", None)
+    assert line.getMessage().endswith(" correlation_id=8")
+
+
 def test_no_access_log_line_when_the_access_log_is_off(kafka: Listener, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger=ACCESS_LOGGER)
     with listener_with(kafka, access_log=False) as quiet, quiet.connect() as s:
