@@ -288,7 +288,7 @@ def _explain(exc: Exception) -> tuple[str, int]:
     from pydantic import ValidationError
     from sqlalchemy.exc import DBAPIError
 
-    from app.domain.errors import OutboxError, StorageUnavailable
+    from app.domain.errors import OutboxError, SchemaNotMigrated, StorageUnavailable
     from app.storage.backup import BackupRefused
     from app.storage.migrate import DowngradeNotAsked, NoSuchRevision, SchemaMismatch, StepRefused
 
@@ -298,7 +298,11 @@ def _explain(exc: Exception) -> tuple[str, int]:
         return _settings_problems(exc), EXIT_USAGE
     if isinstance(exc, (NoSuchRevision, DowngradeNotAsked)):
         return str(exc), EXIT_USAGE
-    if isinstance(exc, (SchemaMismatch, StepRefused, BackupRefused)):
+    if isinstance(exc, SchemaMismatch):
+        # The service's code for it, which the same command with --url prints: one line, one
+        # code, whichever door the command went through.
+        return f"{SchemaNotMigrated.error_code}: {exc}", EXIT_FAILURE
+    if isinstance(exc, (StepRefused, BackupRefused)):
         return str(exc), EXIT_FAILURE
     if isinstance(exc, StorageUnavailable):
         return _database_problem(exc.message), EXIT_FAILURE

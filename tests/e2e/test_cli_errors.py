@@ -297,13 +297,13 @@ def test_uvicorn_on_a_schema_of_a_newer_version_starts_not_ready_instead_of_fail
 def test_an_unmigrated_database_is_one_line_that_says_to_migrate(empty_database: str, args: tuple[str, ...],
                                                                  cli: Run) -> None:
     line = one_error_line(runner(args, cli)(empty_database, *args, auto_migrate="false"), 1)
-    assert line == f"the database has no outbox schema: run `outbox migrate` (to {HEAD})"
+    assert line == f"SCHEMA_NOT_MIGRATED: the database has no outbox schema: run `outbox migrate` (to {HEAD})"
 
 
 def test_an_older_schema_is_one_line_that_says_to_migrate(empty_database: str, cli: Run) -> None:
     assert cli(empty_database, "migrate", "0003").returncode == 0
     line = one_error_line(cli(empty_database, "transactions", "list"), 1)
-    assert line == f"the database schema is at 0003, this version needs {HEAD}: run `outbox migrate`"
+    assert line == f"SCHEMA_NOT_MIGRATED: the database schema is at 0003, this version needs {HEAD}: run `outbox migrate`"
 
 
 def test_serve_on_a_port_in_use_is_one_line_and_exit_1(tmp_path: Path) -> None:
@@ -624,7 +624,7 @@ def test_a_database_migrated_by_a_newer_version_is_refused(migrated: str, args: 
         conn.execute(text(f"UPDATE alembic_version SET version_num = '{UNKNOWN}'"))
     engine.dispose()
     line = one_error_line(runner(args, cli)(migrated, *args, auto_migrate="true"), 1)
-    assert line == (f"the database is at revision {UNKNOWN}, which this version of outbox does not know "
+    assert line == (f"SCHEMA_NOT_MIGRATED: the database is at revision {UNKNOWN}, which this version of outbox does not know "
                     f"(its newest is {HEAD}): a newer version migrated it; upgrade this process")
 
 
