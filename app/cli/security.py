@@ -213,14 +213,14 @@ def appender(settings: Settings, args: argparse.Namespace) -> int:
             if granting:
                 created = roles.grant_appender(db.engine, args.role, topics=topics, prefixes=args.topic_prefix,
                                                password=password)
-                if created:
-                    print(f"created role {args.role}")
             else:
                 roles.revoke_appender(db.engine, args.role, topics=topics, prefixes=args.topic_prefix)
         grants = roles.appender_grants(db.engine, args.role)
     finally:
         db.dispose()
-    print(json.dumps({"role": args.role, "may_append_to": [
+    # One line of JSON, whether the role was made or not: a script reads it whole (a line of
+    # text before it, "created role …", broke `| jq`).
+    print(json.dumps({"role": args.role, **({"created": created} if granting else {}), "may_append_to": [
         {"topic": topic, "pattern_type": pattern} for _, topic, pattern in grants]}))
     return 0
 

@@ -150,9 +150,26 @@ def test_grant_appender_command_grants_and_prints_the_roles_grants(admin_url: st
     done = cli(db_url, "grant-appender", role, "--topic", "orders", "--topic-prefix", "shop-")
 
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == {"role": role, "may_append_to": [
+    assert json.loads(done.stdout) == {"role": role, "created": False, "may_append_to": [
         {"topic": "orders", "pattern_type": "literal"}, {"topic": "shop-", "pattern_type": "prefixed"}]}
     assert [t for t in TOPICS if may_append(as_role(admin_url, role), t)] == ["orders", "shop-a"]
+
+
+def test_grant_appender_to_a_new_role_says_it_made_it_in_its_one_line_of_json(admin_url: str, db_url: str,
+                                                                              cli: Run) -> None:
+    name = f"outbox_app_{uuid.uuid4().hex[:8]}"
+    try:
+        done = cli(db_url, "grant-appender", name, "--topic", "orders")
+
+        assert done.returncode == 0, done.stderr
+        (line,) = done.stdout.splitlines()
+        assert json.loads(line) == {"role": name, "created": True, "may_append_to": [
+            {"topic": "orders", "pattern_type": "literal"}]}
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as admin:
+            admin.execute("DELETE FROM outbox.append_grants WHERE role = %s", (name,))
+            admin.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(name)))
+            admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))
 
 
 def test_grant_appender_without_a_topic_is_a_usage_error(role: str, db_url: str, cli: Run) -> None:
