@@ -22,7 +22,7 @@ from app.settings.misspelt import warn_of_misspelt_settings
 # TLS above all: a service its operator believes to speak HTTPS would answer in plain text.
 SERVE_ONLY = {"host": "--host", "port": "--port", "http_keep_alive_timeout_s": "--timeout-keep-alive",
               "http_request_timeout_s": None, "http_send_timeout_s": None, "http_max_head_bytes": None,
-              "http_max_connections": "--limit-concurrency",
+              "http_max_connections": "--limit-concurrency", "http_max_connections_per_ip": None,
               "tls_cert_file": "--ssl-certfile", "tls_key_file": "--ssl-keyfile",
               "tls_client_ca_file": "--ssl-ca-certs", "kafka_listener": None}
 

@@ -22,7 +22,8 @@ OUTBOX_HTTP_REQUEST_TIMEOUT_S) is closed (`with_request_timeout`): uvicorn times
 idle keep-alive connection, and a client could otherwise hold connections open for good; one
 answered before its request's body was all in is not kept alive, the rest of the body given
 OUTBOX_HTTP_REQUEST_TIMEOUT_S in all (a lingering close). A connection past
-OUTBOX_HTTP_MAX_CONNECTIONS is closed as it is accepted (`with_connection_limit`). A request
+OUTBOX_HTTP_MAX_CONNECTIONS, or past OUTBOX_HTTP_MAX_CONNECTIONS_PER_IP from one address, is
+closed as it is accepted (`with_connection_limit`). A request
 head over OUTBOX_HTTP_MAX_HEAD_BYTES is answered 431 and its connection closed
 (`with_head_limit`): httptools holds a head of any size.
 
@@ -51,6 +52,7 @@ from uvicorn.importer import import_from_string
 
 from app.api.errors import error_body
 from app.logs import RateLimitedLog
+from app.services.per_address import ConnectionsPerAddress
 from app.services.unread import unread_bytes
 from app.settings import Settings
 
@@ -66,7 +68,8 @@ JOIN_MAX_BYTES = 1 << 16
 
 def protocol_class(settings: Settings) -> type:
     """uvicorn.Config's `http`: its own protocol class (httptools', h11's without httptools),
-    with one write a response, at most OUTBOX_HTTP_MAX_CONNECTIONS connections, an answer its
+    with one write a response, at most OUTBOX_HTTP_MAX_CONNECTIONS connections (and
+    OUTBOX_HTTP_MAX_CONNECTIONS_PER_IP from one address), an answer its
     client stops reading aborted after OUTBOX_HTTP_SEND_TIMEOUT_S, a request that does not
     arrive closed after OUTBOX_HTTP_REQUEST_TIMEOUT_S and a head over OUTBOX_HTTP_MAX_HEAD_BYTES
     refused (httptools' only: uvicorn[standard] brings it; h11 bounds a head itself, with
@@ -78,7 +81,7 @@ def protocol_class(settings: Settings) -> type:
     if httptools:  # its parser's callbacks say where a request begins and ends; h11's differ
         # Innermost: it may feed uvicorn's data_received a chunk in two parts.
         protocol = with_head_limit(protocol, settings.http_max_head_bytes, settings.http_request_timeout_s)
-    protocol = with_connection_limit(protocol, settings.http_max_connections)
+    protocol = with_connection_limit(protocol, settings.http_max_connections, settings.http_max_connections_per_ip)
     protocol = with_send_timeout(protocol, settings.http_send_timeout_s)
     if httptools:
         protocol = with_request_timeout(protocol, settings.http_request_timeout_s)
@@ -107,24 +110,49 @@ def with_one_write(protocol_class: type) -> type:
     return OneWriteProtocol
 
 
-def with_connection_limit(protocol_class: type, max_connections: int) -> type:
+def with_connection_limit(protocol_class: type, max_connections: int, max_per_address: int | None = None) -> type:
     """A subclass of uvicorn's HTTP protocol class that closes a new connection as it is
-    accepted when its server holds `max_connections` already (OUTBOX_HTTP_MAX_CONNECTIONS), as
-    the Kafka door does past OUTBOX_KAFKA_MAX_CONNECTIONS. uvicorn's own `limit_concurrency`
-    answers 503 only once a request's head has arrived, keeping the connection until then, and
-    counts requests in flight too; this bounds the file descriptors clients can take."""
+    accepted when its server holds `max_connections` already (OUTBOX_HTTP_MAX_CONNECTIONS), or
+    `max_per_address` from the connection's client address (OUTBOX_HTTP_MAX_CONNECTIONS_PER_IP;
+    None: no such bound), as the Kafka door does past OUTBOX_KAFKA_MAX_CONNECTIONS and
+    OUTBOX_KAFKA_MAX_CONNECTIONS_PER_IP. uvicorn's own `limit_concurrency` answers 503 only once
+    a request's head has arrived, keeping the connection until then, and counts requests in
+    flight too; this bounds the file descriptors clients can take, and, per address, keeps one
+    client that opens connections and sends nothing from taking all of them. The count per
+    address is the class's: each server (the API's, the coordinator metrics') makes its own
+    class (protocol_class)."""
 
     refused = RateLimitedLog(logger)  # a flood of connections is not a flood of the log
+    refused_per_address = RateLimitedLog(logger)
+    per_address = ConnectionsPerAddress(max_per_address)
 
     class ConnectionLimitProtocol(protocol_class):  # type: ignore[misc, valid-type]
+        _counted = False  # taken in `per_address`, to give back when the connection is lost
+        _address: str | None = None
+
         def connection_made(self, transport: Any) -> None:
             # uvicorn's own connection_made adds this one to the server's set, and its
-            # connection_lost needs the state it sets up: the connection is made, then closed.
+            # connection_lost needs the state it sets up: the connection is made, then closed,
+            # before any of it is read.
             super().connection_made(transport)
             if len(self.server_state.connections) > max_connections:
                 refused("%d HTTP connections already (OUTBOX_HTTP_MAX_CONNECTIONS); closing a new one from %s",
                         max_connections, _peer(self.client))
                 self.transport.close()
+                return
+            address = self.client[0] if self.client else None
+            if not per_address.take(address):
+                refused_per_address("%d HTTP connections from %s already (OUTBOX_HTTP_MAX_CONNECTIONS_PER_IP); "
+                                    "closing a new one", max_per_address, address)
+                self.transport.close()
+                return
+            self._counted, self._address = True, address
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._counted:
+                self._counted = False
+                per_address.give_back(self._address)
+            super().connection_lost(exc)
 
     return ConnectionLimitProtocol
 

@@ -47,6 +47,7 @@ from app.metrics import (
     KAFKA_REQUESTS,
 )
 from app.services.byte_budget import ByteBudget
+from app.services.per_address import ConnectionsPerAddress
 from app.services.unread import unread_bytes
 
 logger = logging.getLogger("app.kafka")
@@ -109,7 +110,7 @@ class KafkaListener:
         self.apis = Apis(services, Broker(self.settings.kafka_broker_id, host, port))
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
-        self._per_host: dict[str | None, int] = {}  # open connections by client address
+        self._per_host = ConnectionsPerAddress(self.settings.kafka_max_connections_per_ip)
         # A connection refused past a bound is a WARNING, one line at most every
         # app.logs.WARNING_INTERVAL_S a bound: a flood of connections is not a flood of the log.
         self._refused = RateLimitedLog(logger)
@@ -147,19 +148,16 @@ class KafkaListener:
             return
         peer = _peer_address(writer)
         host = peer[0] if peer else None
-        per_ip = self.settings.kafka_max_connections_per_ip
-        if per_ip is not None and self._per_host.get(host, 0) >= per_ip:
+        if not self._per_host.take(host):
             self._refused_per_address("Kafka listener: %d connections from %s already "
-                                      "(OUTBOX_KAFKA_MAX_CONNECTIONS_PER_IP); closing a new one", per_ip, host)
+                                      "(OUTBOX_KAFKA_MAX_CONNECTIONS_PER_IP); closing a new one",
+                                      self._per_host.bound, host)
             KAFKA_CONNECTIONS_CLOSED.labels("too_many").inc()
             writer.close()
             return
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
-        # An entry only while its address has a connection open: at most
-        # OUTBOX_KAFKA_MAX_CONNECTIONS of them.
-        self._per_host[host] = self._per_host.get(host, 0) + 1
         KAFKA_CONNECTIONS.inc()
         reason = "client"
         # In the connection task's context, which its handlers run in: a request that waits on
@@ -174,10 +172,7 @@ class KafkaListener:
         finally:
             protocol.unbind_client_gone(gone)
             self._connections.discard(task)
-            if self._per_host[host] == 1:
-                del self._per_host[host]
-            else:
-                self._per_host[host] -= 1
+            self._per_host.give_back(host)
             KAFKA_CONNECTIONS.dec()
             KAFKA_CONNECTIONS_CLOSED.labels(reason).inc()
             writer.close()

@@ -76,6 +76,15 @@ class HttpSettings(KafkaSettings):
     # it: app.cli.server.open_file_limit_warning). Waiting fetches and event streams hold a
     # connection each.
     http_max_connections: int = Field(default=1000, ge=1)
+    # The most HTTP connections `outbox serve` holds open at once from one client address (each
+    # listener counts its own), as OUTBOX_KAFKA_MAX_CONNECTIONS_PER_IP for the Kafka door, and
+    # unset by default as that one is: past it a new connection from that address is closed as
+    # it is accepted, before any of it is read. Unset, one address may take every one of
+    # OUTBOX_HTTP_MAX_CONNECTIONS, and a client without credentials that opens them and sends a
+    # byte of a head, reopening each one OUTBOX_HTTP_REQUEST_TIMEOUT_S closes, kept every other
+    # client out (health checks too). Behind a reverse proxy every connection is the proxy's
+    # address, and this bounds the proxy's connections in all.
+    http_max_connections_per_ip: int | None = Field(default=None, ge=1)
     # The largest request body: past it the request is answered 413 (app.api.body_limit).
     max_request_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
     # The bytes of HTTP request bodies larger than 1 MiB held at once in the process, while
@@ -96,6 +105,11 @@ class HttpSettings(KafkaSettings):
 
     @model_validator(mode="after")
     def _check_http_bounds(self) -> "HttpSettings":
+        if (self.http_max_connections_per_ip is not None
+                and self.http_max_connections_per_ip > self.http_max_connections):
+            # Past OUTBOX_HTTP_MAX_CONNECTIONS every new connection is closed, whatever its
+            # address: a larger bound per address would never close one.
+            raise ValueError("OUTBOX_HTTP_MAX_CONNECTIONS_PER_IP exceeds OUTBOX_HTTP_MAX_CONNECTIONS")
         if self.http_max_queued_body_bytes < self.max_request_bytes:
             raise ValueError("OUTBOX_HTTP_MAX_QUEUED_BODY_BYTES is less than OUTBOX_MAX_REQUEST_BYTES: "
                              "a body of the largest size would always be refused")

@@ -9,6 +9,7 @@ import asyncio
 import datetime
 import json
 import logging
+import socket
 from typing import Any
 
 import pytest
@@ -456,6 +457,122 @@ def test_a_flood_of_connections_past_the_bound_is_one_warning(caplog: pytest.Log
     assert [t.closed for t in transports] == [False] + [True] * 5
     assert [r.getMessage() for r in caplog.records if "OUTBOX_HTTP_MAX_CONNECTIONS" in r.getMessage()] == [
         "1 HTTP connections already (OUTBOX_HTTP_MAX_CONNECTIONS); closing a new one from 127.0.0.1:50000"]
+
+
+async def loopback_server(protocol: type) -> tuple[asyncio.base_events.Server, ServerState, int]:
+    """`protocol` serving json_answer on a loopback port of its own, as uvicorn's server runs it."""
+    config = uvicorn.Config(json_answer, lifespan="off", log_level="warning")
+    config.load()
+    state = ServerState()
+    server = await asyncio.get_running_loop().create_server(
+        lambda: protocol(config=config, server_state=state, app_state={}), "127.0.0.1", 0)
+    return server, state, server.sockets[0].getsockname()[1]
+
+
+async def connection_from(address: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A connection to the server on `port` made from `address` (127.0.0.1, 127.0.0.2: all of
+    127/8 is loopback on Linux)."""
+    sock = socket.socket()
+    sock.bind((address, 0))
+    sock.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
+    return await asyncio.open_connection(sock=sock)
+
+
+async def answer(connection: tuple[asyncio.StreamReader, asyncio.StreamWriter]) -> bytes:
+    """What the server answers a request on `connection`: its status line, or b"" when it had
+    closed the connection, unanswered."""
+    reader, writer = connection
+    writer.write(REQUEST)
+    status = await reader.readline()
+    if status:
+        await reader.readuntil(b'{"ok":true}')
+    return status
+
+
+def per_address_limited(max_per_address: int) -> type:
+    return with_connection_limit(with_one_write(import_from_string(HTTP_PROTOCOLS["httptools"])), 10, max_per_address)
+
+
+def test_a_connection_past_the_per_address_bound_is_closed_unread_and_another_address_is_served(
+        caplog: pytest.LogCaptureFixture) -> None:
+    async def run() -> tuple[list[bytes], bytes, bytes]:
+        server, _, port = await loopback_server(per_address_limited(2))
+        async with asyncio.timeout(30):  # a bound on a hang, not on the outcome
+            first, second = await connection_from("127.0.0.1", port), await connection_from("127.0.0.1", port)
+            third = await connection_from("127.0.0.1", port)
+            closed = await third[0].read()  # the server's close, before anything was sent
+            fourth = await connection_from("127.0.0.1", port)
+            other = await connection_from("127.0.0.2", port)
+            answers = [await answer(first), await answer(second), await answer(other)]
+            refused = await answer(fourth)
+        for _, writer in (first, second, third, fourth, other):
+            writer.close()
+        server.close()
+        return answers, closed, refused
+
+    with caplog.at_level(logging.WARNING, "app.api.http_protocol"):
+        answers, closed, refused = asyncio.run(run())
+    assert answers == [b"HTTP/1.1 200 OK\r\n"] * 3
+    assert closed == b"" and refused == b""
+    # Two refused, one line: a flood of connections is not a flood of the log.
+    assert [r.getMessage() for r in caplog.records if "OUTBOX_HTTP_MAX_CONNECTIONS_PER_IP" in r.getMessage()] == [
+        "2 HTTP connections from 127.0.0.1 already (OUTBOX_HTTP_MAX_CONNECTIONS_PER_IP); closing a new one"]
+
+
+def test_a_closed_connection_gives_its_address_its_place_back() -> None:
+    async def run() -> tuple[bytes, bytes, bytes]:
+        server, state, port = await loopback_server(per_address_limited(1))
+        async with asyncio.timeout(30):  # a bound on a hang, not on the outcome
+            first = await connection_from("127.0.0.1", port)
+            served = await answer(first)
+            refused = await answer(await connection_from("127.0.0.1", port))
+            first[1].close()
+            while state.connections:  # until the server has seen both go
+                await asyncio.sleep(0.01)
+            again = await connection_from("127.0.0.1", port)
+            served_again = await answer(again)
+        again[1].close()
+        server.close()
+        return served, refused, served_again
+
+    assert asyncio.run(run()) == (b"HTTP/1.1 200 OK\r\n", b"", b"HTTP/1.1 200 OK\r\n")
+
+
+def test_without_a_per_address_bound_one_address_may_take_every_connection() -> None:
+    protocol = with_connection_limit(with_one_write(import_from_string(HTTP_PROTOCOLS["httptools"])), 3)
+
+    async def run() -> list[bool]:
+        config = uvicorn.Config(json_answer, lifespan="off", log_level="warning")
+        config.load()
+        state = ServerState()
+        transports = []
+        for _ in range(4):
+            served = protocol(config=config, server_state=state, app_state={})
+            transport = RecordingTransport()  # every one from 127.0.0.1:50000
+            served.connection_made(transport)
+            transports.append(transport)
+        return [t.closed for t in transports]
+
+    assert asyncio.run(run()) == [False, False, False, True]
+
+
+def test_the_served_protocol_has_the_per_address_bound_of_the_settings() -> None:
+    async def run(settings: Settings) -> list[bool]:
+        config = uvicorn.Config(json_answer, lifespan="off", log_level="warning")
+        config.load()
+        state = ServerState()
+        protocol = protocol_class(settings)
+        transports = []
+        for _ in range(3):
+            served = protocol(config=config, server_state=state, app_state={})
+            transport = RecordingTransport()  # every one from 127.0.0.1:50000
+            served.connection_made(transport)
+            transports.append(transport)
+        return [t.closed for t in transports]
+
+    assert asyncio.run(run(Settings(http_max_connections_per_ip=2))) == [False, False, True]
+    assert asyncio.run(run(Settings())) == [False, False, False]
 
 
 def test_bytes_between_requests_that_begin_no_request_still_have_it_timed() -> None:

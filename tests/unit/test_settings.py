@@ -291,6 +291,24 @@ def test_the_kafka_connections_per_address_must_not_exceed_those_in_all() -> Non
     assert Settings(kafka_max_connections=10, kafka_max_connections_per_ip=10).kafka_max_connections_per_ip == 10
 
 
+def test_the_http_connections_per_address_bound_is_unset_by_default_and_at_least_one() -> None:
+    # Unset as the Kafka door's OUTBOX_KAFKA_MAX_CONNECTIONS_PER_IP is.
+    assert Settings().http_max_connections_per_ip is None
+    with pytest.raises(ValidationError, match="greater than or equal to 1"):
+        Settings(http_max_connections_per_ip=0)
+    assert Settings(http_max_connections_per_ip=1).http_max_connections_per_ip == 1
+
+
+def test_the_http_connections_per_address_must_not_exceed_those_in_all() -> None:
+    with pytest.raises(ValidationError, match="OUTBOX_HTTP_MAX_CONNECTIONS_PER_IP exceeds OUTBOX_HTTP_MAX_CONNECTIONS"):
+        Settings(http_max_connections=10, http_max_connections_per_ip=11, max_waiting_requests=5,
+                 max_waiting_requests_per_principal=5)
+    with pytest.raises(ValidationError, match="OUTBOX_HTTP_MAX_CONNECTIONS_PER_IP exceeds"):
+        Settings(http_max_connections_per_ip=1001)
+    settings = Settings(http_max_connections=10, http_max_connections_per_ip=10)
+    assert settings.http_max_connections_per_ip == 10
+
+
 def test_offsets_are_never_expired_by_default() -> None:
     # Kafka's default is 7 days; here memberless groups carry the Spark jobs' and the sinks'
     # exactly-once positions (docs/SPARK.md), so retention is off unless set.
