@@ -26,6 +26,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -167,7 +168,13 @@ class SecurityState:
         # are public, and a delay per key id let anyone keep a key's owner out by sending
         # wrong secrets for it; nor by the address alone, which kept every other key sent
         # from that address (a gateway, another tenant behind the same NAT) out as well.
-        self._hashing = threading.Semaphore(1)
+        # The hash runs on one thread of its own, its callers (the HTTP door's threadpool, the
+        # Kafka door's SASL) waiting for it in turn: scrypt takes 16 MiB, and the C library
+        # keeps a buffer of that size for every thread that ever ran it, so that one at a time
+        # in forty threads still kept forty of them (60 connections sending wrong secrets took
+        # a fresh process from 133 to 568 MiB, for good; docs/benchmarks.md). Its queue is
+        # bounded by the threads that wait on it, as the semaphore's waiters were.
+        self._hashing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="outbox-scrypt")
         self._failed_at: dict[tuple[str, str], float] = {}
         # The key of the decoy salts scram_exchange answers for a principal without SCRAM
         # credentials, derived from a secret stored once for the whole deployment
@@ -257,8 +264,7 @@ class SecurityState:
         if failed is not None and time.monotonic() - failed < _FAILED_KEY_DELAY_S:
             raise AuthenticationFailed(
                 "this client sent a wrong secret for this API key a moment ago: try again in a second")
-        with self._hashing:
-            matches = secret_matches(parts[1], stored.secret_hash)
+        matches = self._hashing.submit(secret_matches, parts[1], stored.secret_hash).result()
         if not matches:
             # Remembered, as a scrypt was paid for it; an unknown key id costs none and is not
             # (it may be a key created elsewhere that this process has not seen yet).

@@ -1001,6 +1001,47 @@ def test_a_wrong_secret_for_one_key_does_not_throttle_another_key_from_that_clie
     assert throttled.status_code == 401 and "a moment ago" in throttled.json()["message"]
 
 
+def test_scrypt_checks_from_many_threads_at_once_all_run_on_one_thread(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The C library keeps a 16 MiB scrypt buffer for every thread that ran one: the checks
+    of every caller thread run on the security state's own, so the process keeps one."""
+    from app.domain.errors import AuthenticationFailed
+    from app.services import security as security_module
+
+    state = world.client.app.state.security
+    created = world.as_admin("POST", "/v1/principals/bob/api-keys")
+    key_id, key = created["key_id"], created["api_key"]
+    ran_on: list[int] = []
+    real = security_module.secret_matches
+    monkeypatch.setattr(security_module, "secret_matches",
+                        lambda s, h: ran_on.append(threading.get_ident()) or real(s, h))
+    callers = 8
+    start = threading.Barrier(callers)
+    outcomes: dict[int, str] = {}
+    caller_threads: set[int] = set()
+
+    def check(i: int) -> None:
+        caller_threads.add(threading.get_ident())
+        # Each a wrong secret of its own from an address of its own (no throttle, nothing
+        # remembered: a scrypt each), but the last, bob's own key.
+        presented = key if i == callers - 1 else f"outbox_{key_id}_{str(i) * 43}"
+        start.wait()
+        try:
+            outcomes[i] = state.api_key_principal(presented, f"10.0.0.{i}")
+        except AuthenticationFailed:
+            outcomes[i] = "refused"
+
+    threads = [threading.Thread(target=check, args=(i,)) for i in range(callers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    assert outcomes == {**{i: "refused" for i in range(callers - 1)}, callers - 1: "User:bob"}
+    assert len(ran_on) == callers and len(set(ran_on)) == 1
+    assert not set(ran_on) & caller_threads
+
+
 @pytest.mark.parametrize("subject", ["alice\nWARNING outbox.audit: User:admin create_api_key allowed", "bob\x1b[2K",
                                      "x" * 300], ids=["a newline", "an escape", "too long"])
 def test_a_jwt_whose_principal_claim_is_no_principals_name_is_refused(world: World, subject: str) -> None:
