@@ -54,6 +54,14 @@ def request_id(scope: Scope) -> str:
     return os.urandom(16).hex()
 
 
+def route_template(scope: Any) -> str:
+    """The path template of the route the router matched for this request (`/v1/topics/{name}`),
+    UNMATCHED before routing or for none: what a log line names, never the raw path, which
+    holds whatever the caller put there (a key pasted into a topic's name was logged whole)."""
+    # The router records the route it matched in the scope it was given.
+    return getattr(scope.get("route"), "path", None) or UNMATCHED
+
+
 # Each (method, route template, status)'s series of the two metrics, looked up once:
 # prometheus-client's labels() checks the values and takes a lock on every call, twice a
 # request. As many entries as the metrics have series.
@@ -96,9 +104,7 @@ class RequestMetrics:
         try:
             await self.app(scope, receive, send_and_note_status)
         finally:
-            # The router records the route it matched in the scope it was given, this one.
-            route: Any = scope.get("route")
-            template = getattr(route, "path", None) or UNMATCHED
+            template = route_template(scope)
             method = scope["method"] if scope["method"] in METHODS else "other"
             elapsed_s = time.perf_counter() - start
             requests, duration = _series(method, template, status)

@@ -51,6 +51,7 @@ from app.domain.errors import (
     TopicAuthorizationFailed,
     TransactionalIdAuthorizationFailed,
 )
+from app.api.request_metrics import route_template
 from app.services.security import API_KEY_PREFIX, SecurityState, audit_line
 from app.settings import Settings
 
@@ -103,7 +104,7 @@ async def authenticate(request: Request) -> Principal:
     except AuthenticationFailed as e:
         method = e.details.get("method", "none") if e.details else ("none" if header is None else "unknown")
         metrics.AUTHENTICATION_FAILURES.labels(method).inc()
-        audit_line("-", "authenticate", f"{request.method} {request.url.path}", False, reason=e.message,
+        audit_line("-", "authenticate", f"{request.method} {route_template(request.scope)}", False, reason=e.message,
                    client=request.client.host if request.client else None)
         e.details = {}  # the method was for the log and metric; the body says what to do
         if e.challenges is None:

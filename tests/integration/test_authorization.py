@@ -13,6 +13,7 @@ succeeds; a DENY beside the ALLOW refuses; prefixed bindings allow. (A JWT's pri
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -1050,3 +1051,18 @@ def test_a_jwt_whose_principal_claim_is_no_principals_name_is_refused(world: Wor
     assert r.status_code == 401
     assert r.json()["error_code"] == "AUTHENTICATION_FAILED"
     assert "claim is not a principal's name" in r.json()["message"]
+
+
+def test_a_refused_authentication_is_audited_with_the_route_s_template_not_the_path_the_caller_sent(
+        world: World, caplog: pytest.LogCaptureFixture) -> None:
+    """A path holds whatever the caller put in it: a key pasted where a topic's name goes was
+    written whole into the audit log by a refusal to authenticate."""
+    pasted = world.alice["Authorization"].removeprefix("Bearer ")
+    caplog.set_level(logging.INFO, logger="outbox.audit")
+
+    r = world.client.get(f"/v1/topics/{pasted}", headers=_wrong_key(world))
+
+    assert r.status_code == 401
+    (line,) = [rec.getMessage() for rec in caplog.records if rec.name == "outbox.audit"]
+    assert "authenticate GET /v1/topics/{topic} refused" in line, line
+    assert pasted not in line and pasted.split(".")[-1] not in line
