@@ -25,7 +25,9 @@ OUTBOX_HTTP_REQUEST_TIMEOUT_S in all (a lingering close). A connection past
 OUTBOX_HTTP_MAX_CONNECTIONS, or past OUTBOX_HTTP_MAX_CONNECTIONS_PER_IP from one address, is
 closed as it is accepted (`with_connection_limit`). A request
 head over OUTBOX_HTTP_MAX_HEAD_BYTES is answered 431 and its connection closed
-(`with_head_limit`): httptools holds a head of any size.
+(`with_head_limit`): httptools holds a head of any size. A connection that pipelines more than
+PIPELINE_MAX_QUEUED requests behind the one being answered has those answered and is then
+closed, the rest unread (`with_pipeline_limit`): uvicorn queued every request of what it read.
 
 This relies on how uvicorn writes (uvicorn is pinned below 0.55 in pyproject.toml, and
 tests/unit/test_http_protocol.py::test_a_response_is_one_write_of_the_bytes_uvicorn_writes_in_two
@@ -49,6 +51,7 @@ from typing import Any
 import orjson
 from uvicorn.config import HTTP_PROTOCOLS
 from uvicorn.importer import import_from_string
+from uvicorn.protocols.http.flow_control import FlowControl
 
 from app.api.errors import error_body
 from app.logs import RateLimitedLog
@@ -64,6 +67,12 @@ _HEAD = b"HTTP/1.1 "
 # up to fetch_max_bytes (50 MB) would cost more than the write it spares. A Send's answer, and
 # most others, are a few hundred bytes.
 JOIN_MAX_BYTES = 1 << 16
+# The requests a connection may have waiting behind the one being answered
+# (with_pipeline_limit). Browsers do not pipeline, and the HTTP clients that do keep a few
+# requests in flight to hide a round trip: a handful is all a client gains from. Each costs
+# the process a request's parsed head and its body (uvicorn's RequestResponseCycle); 8 of them
+# a connection is nothing at OUTBOX_HTTP_MAX_CONNECTIONS, where thousands each were gigabytes.
+PIPELINE_MAX_QUEUED = 8
 
 
 def protocol_class(settings: Settings) -> type:
@@ -71,10 +80,12 @@ def protocol_class(settings: Settings) -> type:
     with one write a response, at most OUTBOX_HTTP_MAX_CONNECTIONS connections (and
     OUTBOX_HTTP_MAX_CONNECTIONS_PER_IP from one address), an answer its
     client stops reading aborted after OUTBOX_HTTP_SEND_TIMEOUT_S, a request that does not
-    arrive closed after OUTBOX_HTTP_REQUEST_TIMEOUT_S and a head over OUTBOX_HTTP_MAX_HEAD_BYTES
-    refused (httptools' only: uvicorn[standard] brings it; h11 bounds a head itself, with
-    uvicorn.Config's h11_max_incomplete_event_size set from the same setting, app.cli.server),
-    and the client certificate in the scope for mtls."""
+    arrive closed after OUTBOX_HTTP_REQUEST_TIMEOUT_S, a head over OUTBOX_HTTP_MAX_HEAD_BYTES
+    refused and at most PIPELINE_MAX_QUEUED requests queued behind the one being answered
+    (httptools' only: uvicorn[standard] brings it; h11 bounds a head itself, with
+    uvicorn.Config's h11_max_incomplete_event_size set from the same setting, app.cli.server,
+    and parses no request before the one being answered is done), and the client certificate
+    in the scope for mtls."""
     httptools = importlib.util.find_spec("httptools") is not None
     base = import_from_string(HTTP_PROTOCOLS["httptools" if httptools else "h11"])
     protocol = with_one_write(base)
@@ -85,6 +96,9 @@ def protocol_class(settings: Settings) -> type:
     protocol = with_send_timeout(protocol, settings.http_send_timeout_s)
     if httptools:
         protocol = with_request_timeout(protocol, settings.http_request_timeout_s)
+        # Outside the request timeout, whose timer it cancels when it ends the connection, and
+        # outside the head bound, which must not count the bytes it drops.
+        protocol = with_pipeline_limit(protocol, PIPELINE_MAX_QUEUED, settings.http_request_timeout_s)
     if "mtls" in settings.authentication_methods:
         from app.api.tls import with_client_certificate
 
@@ -441,6 +455,126 @@ def with_request_timeout(protocol_class: type, timeout_s: float) -> type:
             return self.flow.read_paused or (self._in_body and cycle is not None and cycle.waiting_for_100_continue)
 
     return RequestTimeoutProtocol
+
+
+def with_pipeline_limit(protocol_class: type, max_queued: int, linger_s: float) -> type:
+    """A subclass of uvicorn's httptools protocol class that holds at most `max_queued`
+    (PIPELINE_MAX_QUEUED, at least 1) requests waiting behind the one being answered on a
+    connection, and reads the connection again only once none waits. httptools parses all it
+    is fed at once, and uvicorn queued each request of it behind the one being answered, paused
+    reading, then resumed it as each answer ended, with requests still queued: every answer
+    read another chunk of hundreds of requests more. A client pipelining `GET /healthz` without
+    reading an answer held about 24 MiB a connection, for as long as it kept it open.
+
+    Reading resumes only when the connection's queue is empty (FlowControl's resume_reading
+    waits while it is not, also when the app being answered reads its body: it has it all, the
+    requests behind it having begun after it). A request that would be queued past
+    `max_queued` is dropped unanswered, as is every one after it: the last one queued is
+    answered with `connection: close`, and the connection then ends as with_head_limit's does
+    after a 431: the end of the service's sending, what the client still sends read and
+    dropped until it closes, for at most `linger_s` (OUTBOX_HTTP_REQUEST_TIMEOUT_S), then
+    aborted. Closed at once with the client's bytes unread, the kernel would reset the
+    connection, and the client lose answers it has not read yet. A client that pipelines
+    retries what was not answered on a new connection, as it must when any server closes.
+    Dropping is simpler than refusing: an answer cannot be written while another is under way,
+    nor should a 4xx stand for requests the service never looked at. The rest of a chunk being
+    parsed when the bound is passed is parsed and dropped: a callback's exception would stop
+    httptools, but uvicorn answers it as a malformed request, a 400 written in the middle of an
+    answer. Every wrapper below sees those requests as usual (the head bound counts their
+    heads); only the queue does not take them."""
+
+    closing = RateLimitedLog(logger, level=logging.INFO)  # a flood of such clients is not a flood of the log
+
+    class PipelineLimitProtocol(protocol_class):  # type: ignore[misc, valid-type]
+        _pipeline_full = False  # a request came past the bound: the connection ends with those queued
+        _pipeline_linger: asyncio.TimerHandle | None = None  # ending: the client's bytes are dropped until then
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self.flow = PipelineFlowControl(self.transport, self.pipeline)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._pipeline_linger is not None:
+                self._pipeline_linger.cancel()
+            super().connection_lost(exc)
+
+        def data_received(self, data: bytes) -> None:
+            if self._pipeline_linger is not None:
+                return
+            super().data_received(data)
+
+        def on_headers_complete(self) -> None:
+            super().on_headers_complete()
+            if len(self.pipeline) <= max_queued and not self._pipeline_full:
+                return
+            # uvicorn queues at the left. The request stays uvicorn's current one, whose body,
+            # if any, goes to it and nowhere else; it is never run.
+            self.pipeline.popleft()
+            if not self._pipeline_full:
+                self._pipeline_full = self.flow.held = True
+                closing("closing the HTTP connection from %s once the %d requests it has queued are answered: "
+                        "it pipelined more", _peer(self.client), max_queued)
+                _say_close_and_keep_open(self.pipeline[0][0])
+
+        def on_response_complete(self) -> None:
+            waiting = bool(self.pipeline)
+            super().on_response_complete()  # starts the next request waiting, if any
+            if self.pipeline or self.transport.is_closing():
+                return  # reading waits for the last one queued to start
+            if not waiting:  # the connection's last request answered
+                if self._pipeline_full and self._pipeline_linger is None:
+                    self._end_pipelined_connection()
+            else:
+                self.flow.resume_reading()  # uvicorn's, before it took the last one off the queue, waited
+
+        def _end_pipelined_connection(self) -> None:
+            self._unset_keepalive_if_required()  # uvicorn's keep-alive timer: this connection ends here
+            cancel_request_timer = getattr(self, "_cancel_request_timer", None)  # with_request_timeout's
+            if cancel_request_timer is not None:
+                cancel_request_timer()  # a dropped request's head, cut at a chunk's end, is not waited for
+            if self.transport.can_write_eof():
+                self.transport.write_eof()
+            self._pipeline_linger = self.loop.call_later(linger_s, self.transport.abort)
+            self.flow.held = False
+            self.flow.resume_reading()
+
+    return PipelineLimitProtocol
+
+
+class PipelineFlowControl(FlowControl):
+    """uvicorn's FlowControl for a connection whose `pipeline` (uvicorn's queue of requests
+    waiting behind the one being answered) must be empty before it is read again
+    (with_pipeline_limit): resume_reading does nothing while a request waits, nor while `held`
+    (the connection ends once its last request is answered)."""
+
+    def __init__(self, transport: asyncio.Transport, pipeline: Any) -> None:
+        super().__init__(transport)
+        self._pipeline = pipeline
+        self.held = False
+
+    def resume_reading(self) -> None:
+        if not self._pipeline and not self.held:
+            super().resume_reading()
+
+
+def _say_close_and_keep_open(cycle: Any) -> None:
+    """Has the answer of `cycle` (uvicorn's httptools RequestResponseCycle, not started) say
+    `connection: close`, the last one its connection gives (with_pipeline_limit), without
+    uvicorn closing the connection at its end, which would reset it with the client's bytes
+    unread: with_pipeline_limit ends it."""
+    send = cycle.send
+
+    async def send_closing(message: Any) -> None:
+        if message["type"] == "http.response.start" and not cycle.response_started:
+            headers = message.get("headers", [])
+            if not any(name.lower() == b"connection" and value.lower() == b"close" for name, value in headers):
+                headers = [*headers, (b"connection", b"close")]
+            await send({**message, "headers": headers})
+            cycle.keep_alive = True
+            return
+        await send(message)
+
+    cycle.send = send_closing
 
 
 def _say_close_when_answered_early(cycle: Any) -> None:

@@ -16,6 +16,7 @@ from json import loads
 import httpx
 import pytest
 
+from app.api.http_protocol import PIPELINE_MAX_QUEUED
 from tests.e2e.api import ok
 from tests.e2e.conftest import START_TIMEOUT_S, free_port
 
@@ -511,3 +512,57 @@ def test_endless_headers_are_answered_431_and_closed(launcher) -> None:  # type:
     finally:
         for conn in conns:
             conn.close()
+
+
+def _answers(data: bytes) -> list[bytes]:
+    """The whole answers (head and body, by their content-length) `data` begins with, in order."""
+    answers = []
+    while True:
+        head, sep, rest = data.partition(b"\r\n\r\n")
+        if not sep:
+            return answers
+        length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                          if line.lower().startswith(b"content-length:")))
+        if len(rest) < length:
+            return answers
+        answers.append(head + sep + rest[:length])
+        data = rest[length:]
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_a_client_pipelining_past_the_bound_is_answered_those_queued_then_ended_and_one_within_it_every_answer(
+        launcher) -> None:  # type: ignore[no-untyped-def]
+    # uvicorn queued every request of each chunk it read, and read the next chunk as each was
+    # answered: a client pipelining requests without reading their answers held tens of MiB of
+    # the process a connection, for as long as it kept it.
+    server = launcher.server(http_request_timeout_s=30, http_keep_alive_timeout_s=30)
+    address = ("127.0.0.1", server.port)
+    flood = socket.create_connection(address, timeout=10)
+    within = socket.create_connection(address, timeout=10)
+    try:
+        flood.sendall(REQUEST * 2000)
+        data = b""
+        while chunk := flood.recv(65536):  # end-of-stream: the service ended its sending, a reset raises
+            data += chunk
+        answers = _answers(data)
+        assert b"".join(answers) == data
+        # The one answered as the others came, and those queued behind it: no more.
+        assert len(answers) == PIPELINE_MAX_QUEUED + 1
+        assert all(a.startswith(b"HTTP/1.1 200 OK\r\n") for a in answers)
+        assert [b"\r\nconnection: close\r\n" in a for a in answers] == [False] * PIPELINE_MAX_QUEUED + [True]
+
+        # Pipelining within the bound is HTTP/1.1 as clients use it: every answer, in order,
+        # the connection kept.
+        within.sendall(REQUEST * (PIPELINE_MAX_QUEUED + 1))
+        data = b""
+        while len(_answers(data)) < PIPELINE_MAX_QUEUED + 1:
+            chunk = within.recv(65536)
+            assert chunk, data
+            data += chunk
+        assert b"".join(_answers(data)) == data
+        assert all(a.startswith(b"HTTP/1.1 200 OK\r\n") and b"connection: close" not in a for a in _answers(data))
+        assert _get_healthz(within).startswith(b"HTTP/1.1 200")
+        assert not _closed_by_server(within)
+    finally:
+        flood.close()
+        within.close()

@@ -23,8 +23,9 @@ from uvicorn.importer import import_from_string
 from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 from uvicorn.server import ServerState
 
-from app.api.http_protocol import (JOIN_MAX_BYTES, HeldHeadTransport, protocol_class, with_connection_limit,
-                                   with_head_limit, with_one_write, with_request_timeout, with_send_timeout)
+from app.api.http_protocol import (JOIN_MAX_BYTES, PIPELINE_MAX_QUEUED, HeldHeadTransport, protocol_class,
+                                   with_connection_limit, with_head_limit, with_one_write, with_pipeline_limit,
+                                   with_request_timeout, with_send_timeout)
 from app.settings import Settings
 
 REQUEST = b"GET /x HTTP/1.1\r\nHost: t\r\n\r\n"
@@ -890,3 +891,108 @@ def test_the_served_httptools_protocol_has_the_head_bound_of_the_settings() -> N
     protocol = protocol_class(Settings(http_max_head_bytes=2048))
     assert served(protocol, json_answer, request=head_of(2048)).writes[0].startswith(b"HTTP/1.1 200")
     assert served(protocol, json_answer, request=head_of(2049)).writes[0].startswith(b"HTTP/1.1 431")
+
+
+PAUSE = "pause reading"
+RESUME = "resume reading"
+
+
+class ReadingTransport(RecordingTransport):
+    """A RecordingTransport whose log also says when the protocol pauses and resumes reading it."""
+
+    def pause_reading(self) -> None:
+        self.log.append(PAUSE)
+
+    def resume_reading(self) -> None:
+        self.log.append(RESUME)
+
+
+async def echoes(scope: Any, receive: Any, send: Any) -> None:
+    """Answers a request with its path and body, once it has read the body (which, as any app
+    reading its body does, asks uvicorn to resume reading)."""
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    answer = scope["path"].encode() + b":" + body
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"%d" % len(answer))]})
+    await send({"type": "http.response.body", "body": answer})
+
+
+def pipelined(protocol: type, chunks: list[bytes]) -> tuple[ReadingTransport, list[int]]:
+    """The transport of a connection fed `chunks`, each once the loop has run a while after the
+    one before, then nothing for 20 × TIMEOUT_S (its log as it was then), and how many requests
+    uvicorn had queued behind the one being answered as each chunk was parsed."""
+
+    async def run() -> tuple[ReadingTransport, list[int]]:
+        config = uvicorn.Config(echoes, lifespan="off", log_level="warning")
+        config.load()
+        served = protocol(config=config, server_state=ServerState(), app_state={})
+        transport = ReadingTransport()
+        served.connection_made(transport)
+        queued = []
+        for chunk in chunks:
+            if not transport.closed:
+                served.data_received(chunk)
+            queued.append(len(served.pipeline))
+            for _ in range(200):
+                await asyncio.sleep(0)
+        await asyncio.sleep(20 * TIMEOUT_S)
+        log = list(transport.log)
+        served.connection_lost(None)
+        for task in served.tasks:
+            task.cancel()
+        transport.log, transport.closed = log, CLOSE in log or ABORT in log
+        return transport, queued
+
+    return asyncio.run(run())
+
+
+def pipeline_limited(timeout_s: float) -> type:
+    """The httptools protocol as protocol_class composes it, `timeout_s` its request timeout."""
+    protocol = with_head_limit(with_one_write(import_from_string(HTTP_PROTOCOLS["httptools"])), MAX_HEAD_BYTES,
+                               timeout_s)
+    return with_pipeline_limit(with_request_timeout(protocol, timeout_s), PIPELINE_MAX_QUEUED, timeout_s)
+
+
+def post(i: int) -> bytes:
+    return b"POST /%d HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n%d" % (i, len(b"%d" % i), i)
+
+
+def pipelined_answer(i: int, close: bool = False) -> bytes:
+    body = b"/%d:%d" % (i, i)
+    return (b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n%s\r\n%s"
+            % (len(body), b"connection: close\r\n" if close else b"", body))
+
+
+def test_requests_pipelined_past_the_bound_are_not_queued_and_the_connection_ends_after_those_queued() -> None:
+    # A thousand requests in one chunk: uvicorn queued all but the first, and read the next
+    # chunk as each was answered; a client that never read its answers held tens of MiB.
+    protocol = pipeline_limited(TIMEOUT_S)
+    flood = b"".join(post(i) for i in range(1000))
+    transport, queued = pipelined(protocol, [flood, b"".join(post(i) for i in range(1000, 1100))])
+    assert queued == [PIPELINE_MAX_QUEUED, 0]  # the second chunk came once those were answered: dropped
+    # Those queued answered in order, each with its own body, the last saying the connection
+    # ends; then the end of the service's sending, the client's bytes read (and dropped) until
+    # the linger's end, and the abort.
+    answers = ([pipelined_answer(i) for i in range(PIPELINE_MAX_QUEUED)]
+               + [pipelined_answer(PIPELINE_MAX_QUEUED, close=True)])
+    assert transport.log == [PAUSE, *answers, EOF, RESUME, ABORT]
+
+
+def test_requests_pipelined_within_the_bound_are_all_answered_in_order_reading_resumed_once_none_waits() -> None:
+    # uvicorn resumed reading as the first was answered (and as each app read its body), with
+    # the others still queued: each answer could read another chunk of requests.
+    protocol = pipeline_limited(10)
+    within = b"".join(post(i) for i in range(PIPELINE_MAX_QUEUED + 1))
+    transport, queued = pipelined(protocol, [within, post(PIPELINE_MAX_QUEUED + 1)])
+    assert queued == [PIPELINE_MAX_QUEUED, 0]
+    assert transport.log == [PAUSE, *[pipelined_answer(i) for i in range(PIPELINE_MAX_QUEUED)], RESUME,
+                             pipelined_answer(PIPELINE_MAX_QUEUED), pipelined_answer(PIPELINE_MAX_QUEUED + 1)]
+
+
+def test_the_served_httptools_protocol_has_the_pipeline_bound() -> None:
+    protocol = protocol_class(Settings())
+    assert any(cls.__name__ == "PipelineLimitProtocol" for cls in protocol.__mro__)
