@@ -566,15 +566,20 @@ def _say_close_and_keep_open(cycle: Any) -> None:
 
     async def send_closing(message: Any) -> None:
         if message["type"] == "http.response.start" and not cycle.response_started:
-            headers = message.get("headers", [])
-            if not any(name.lower() == b"connection" and value.lower() == b"close" for name, value in headers):
-                headers = [*headers, (b"connection", b"close")]
-            await send({**message, "headers": headers})
+            await send(_saying_close(message))
             cycle.keep_alive = True
             return
         await send(message)
 
     cycle.send = send_closing
+
+
+def _saying_close(start: Any) -> Any:
+    """The `http.response.start` message `start` with `connection: close` among its headers."""
+    headers = start.get("headers", [])
+    if not any(name.lower() == b"connection" and value.lower() == b"close" for name, value in headers):
+        headers = [*headers, (b"connection", b"close")]
+    return {**start, "headers": headers}
 
 
 def _say_close_when_answered_early(cycle: Any) -> None:
@@ -593,10 +598,7 @@ def _say_close_when_answered_early(cycle: Any) -> None:
         nonlocal said_close
         if message["type"] == "http.response.start" and not cycle.response_started and cycle.more_body:
             said_close = True
-            headers = message.get("headers", [])
-            if not any(name.lower() == b"connection" and value.lower() == b"close" for name, value in headers):
-                headers = [*headers, (b"connection", b"close")]
-            await send({**message, "headers": headers})
+            await send(_saying_close(message))
             cycle.keep_alive = True
             return
         if said_close and not cycle.more_body:  # the body is all in: nothing left to linger for
