@@ -163,10 +163,17 @@ def with_connection_limit(protocol_class: type, max_connections: int, max_per_ad
             self._counted, self._address = True, address
 
         def connection_lost(self, exc: Exception | None) -> None:
+            self._give_back()
+            super().connection_lost(exc)
+
+        def handle_websocket_upgrade(self) -> None:
+            self._give_back()
+            super().handle_websocket_upgrade()
+
+        def _give_back(self) -> None:
             if self._counted:
                 self._counted = False
                 per_address.give_back(self._address)
-            super().connection_lost(exc)
 
     return ConnectionLimitProtocol
 
@@ -504,7 +511,10 @@ def with_pipeline_limit(protocol_class: type, max_queued: int, linger_s: float) 
             super().data_received(data)
 
         def on_headers_complete(self) -> None:
+            queued = len(self.pipeline)
             super().on_headers_complete()
+            if len(self.pipeline) == queued:
+                return
             if len(self.pipeline) <= max_queued and not self._pipeline_full:
                 return
             # uvicorn queues at the left. The request stays uvicorn's current one, whose body,

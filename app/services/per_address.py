@@ -8,7 +8,7 @@ from __future__ import annotations
 
 class ConnectionsPerAddress:
     """Connections open now, by client address (None: one the transport could not tell, a Unix
-    socket's), against `bound` a address (None: no bound, the count kept all the same). An
+    socket's), against `bound` an address (None: no bound, the count kept all the same). An
     address has an entry only while it has a connection open: at most as many entries as
     connections. Used on the event loop alone: no lock."""
 

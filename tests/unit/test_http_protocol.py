@@ -996,3 +996,28 @@ def test_requests_pipelined_within_the_bound_are_all_answered_in_order_reading_r
 def test_the_served_httptools_protocol_has_the_pipeline_bound() -> None:
     protocol = protocol_class(Settings())
     assert any(cls.__name__ == "PipelineLimitProtocol" for cls in protocol.__mro__)
+
+
+WEBSOCKET_UPGRADE = (b"GET /ws HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                     b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+
+
+def test_a_websocket_upgrade_gives_its_address_its_place_back() -> None:
+    """uvicorn hands an upgraded connection to its WebSocket protocol, whose close never reaches
+    this one's connection_lost: the place was never given back, and upgrades from one address
+    (a proxy's: everyone's) shut it out until the process restarted."""
+    async def run() -> bytes:
+        server, _, port = await loopback_server(per_address_limited(1))
+        async with asyncio.timeout(30):  # a bound on a hang, not on the outcome
+            reader, writer = await connection_from("127.0.0.1", port)
+            writer.write(WEBSOCKET_UPGRADE)
+            await reader.read()  # the app has no WebSocket route: refused and closed
+            writer.close()
+            again = await connection_from("127.0.0.1", port)
+            served_again = await answer(again)
+        again[1].close()
+        server.close()
+        return served_again
+
+    assert asyncio.run(run()) == b"HTTP/1.1 200 OK\r\n"
+
