@@ -172,6 +172,7 @@ class Spool:
         try:
             for meta, data in frames:
                 size = _HEADER.size + len(data)
+                taken = False
                 while True:
                     with self._changed:
                         if self._stopped:
@@ -183,8 +184,14 @@ class Spool:
                         need = len(data) if to_memory else max(0, self._written + size - self._extent)
                     # Waited for outside the lock: the sender, taking from this spool, frees room.
                     if self._spooled.take(need, self._give_up):
+                        taken = True
                         break
                 if self._stopped:
+                    if taken:
+                        # Taken as the spool stopped, and not yet counted in _unsent or _extent,
+                        # which are all close() gives back: kept, these bytes were lost to the
+                        # bound for good, and enough such closes left no room for any spool.
+                        self._spooled.give(need)
                     break
                 with self._changed:
                     if to_memory:

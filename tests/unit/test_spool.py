@@ -446,3 +446,33 @@ async def _a_streams_close_stops_its_spool_before_its_iteration_is_collected() -
     stream.close()  # the SSE route's on_close: the client gone, the iteration left suspended
     assert await asyncio.to_thread(closed.wait, 10)
     await events.aclose()
+
+
+class _StoppedAsItTakes(SpoolBytes):
+    """A bound whose take succeeds just as its spool is stopped: the close racing the filler."""
+
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__(max_bytes, max_waiting=2)
+        self.spool: Spool | None = None
+        self.spool_made = threading.Event()
+
+    def take(self, n: int, give_up: Callable[[], bool]) -> bool:
+        got = super().take(n, give_up)
+        if n:
+            self.spool_made.wait(10)
+            assert self.spool is not None
+            self.spool.stop()
+        return got
+
+
+def test_bytes_taken_as_the_spool_is_stopped_are_given_back(spool_dir: Path) -> None:
+    # They were counted nowhere close() gives back from: each such close lost them to the bound
+    # for good.
+    async def run() -> int:
+        files = _StoppedAsItTakes(10_000)
+        files.spool = Spool(frames(3, 1000, []), lambda: None, files)
+        files.spool_made.set()
+        await files.spool.close()
+        return files.used
+
+    assert asyncio.run(run()) == 0
