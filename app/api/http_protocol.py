@@ -251,12 +251,23 @@ def with_head_limit(protocol_class: type, max_head_bytes: int, linger_s: float) 
                 self.transport.close()  # in the middle of the answer before it, which cannot take a 431
                 return
             self.transport.write(head_too_large_answer(max_head_bytes, self.server_state.default_headers))
-            if self.transport.can_write_eof():
-                self.transport.write_eof()
-            self.flow.resume_reading()
-            self._linger_timer = self.loop.call_later(linger_s, self.transport.abort)
+            self._linger_timer = _linger(self, linger_s)
 
     return HeadLimitProtocol
+
+
+def _linger(protocol: Any, linger_s: float) -> asyncio.TimerHandle:
+    """Ends a connection whose client may still be sending (with_head_limit's 431, the last
+    answer with_pipeline_limit gives), as nginx's lingering close: the end of the service's
+    sending, reading resumed so that the caller, whose data_received drops what arrives while
+    the returned timer is set, takes the client's bytes, and the connection aborted after
+    `linger_s` unless the client closes first (the caller cancels the timer in
+    connection_lost). Closed at once with the client's bytes unread, the kernel would reset the
+    connection, and the client lose the answers it has not read yet."""
+    if protocol.transport.can_write_eof():
+        protocol.transport.write_eof()
+    protocol.flow.resume_reading()
+    return protocol.loop.call_later(linger_s, protocol.transport.abort)
 
 
 def with_send_timeout(protocol_class: type, timeout_s: float) -> type:
@@ -542,11 +553,8 @@ def with_pipeline_limit(protocol_class: type, max_queued: int, linger_s: float) 
             cancel_request_timer = getattr(self, "_cancel_request_timer", None)  # with_request_timeout's
             if cancel_request_timer is not None:
                 cancel_request_timer()  # a dropped request's head, cut at a chunk's end, is not waited for
-            if self.transport.can_write_eof():
-                self.transport.write_eof()
-            self._pipeline_linger = self.loop.call_later(linger_s, self.transport.abort)
             self.flow.held = False
-            self.flow.resume_reading()
+            self._pipeline_linger = _linger(self, linger_s)
 
     return PipelineLimitProtocol
 
