@@ -88,14 +88,25 @@ async def json_answer(scope: Any, receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": b'{"ok":true}'})
 
 
-def connected(protocol: type, app: Any) -> tuple[Any, RecordingTransport]:
-    """A connection of `protocol` serving `app`, made on a RecordingTransport."""
+def connected(protocol: type, app: Any, transport: RecordingTransport | None = None) -> tuple[Any, Any]:
+    """A connection of `protocol` serving `app`, made on `transport` (a new RecordingTransport
+    if none is given)."""
     config = uvicorn.Config(app, lifespan="off", log_level="warning")
     config.load()
     served = protocol(config=config, server_state=ServerState(), app_state={})
-    transport = RecordingTransport()
+    transport = transport or RecordingTransport()
     served.connection_made(transport)
     return served, transport
+
+
+def ended(served: Any, transport: RecordingTransport) -> None:
+    """The connection `served` ends as the test does (lost, its tasks cancelled); `transport`'s
+    log and closed state are kept as they were before, what the test looks at."""
+    log = list(transport.log)
+    served.connection_lost(None)
+    for task in served.tasks:
+        task.cancel()
+    transport.log, transport.closed = log, CLOSE in log or ABORT in log
 
 
 def served(protocol: type, app: Any, steps: int = 20, request: bytes = REQUEST) -> RecordingTransport:
@@ -412,26 +423,35 @@ def test_the_served_httptools_protocol_has_the_request_timeout_of_the_settings()
     assert any(cls.__name__ == "RequestTimeoutProtocol" for cls in protocol.__mro__)
 
 
-def test_a_connection_past_the_bound_is_closed_as_it_comes_and_one_within_it_is_answered() -> None:
-    protocol = with_connection_limit(with_one_write(import_from_string(HTTP_PROTOCOLS["httptools"])), 2)
+def connections(protocol: type, count: int, request: bytes | None = None) -> list[RecordingTransport]:
+    """The transports of `count` connections made one after the other to one server of
+    `protocol` serving json_answer, all from RecordingTransport's address (127.0.0.1:50000),
+    each sent `request` unless it was closed as it came; then a few turns of the loop, for the
+    answers to be written."""
 
     async def run() -> list[RecordingTransport]:
         config = uvicorn.Config(json_answer, lifespan="off", log_level="warning")
         config.load()
         state = ServerState()
         transports = []
-        for _ in range(3):
+        for _ in range(count):
             served = protocol(config=config, server_state=state, app_state={})
             transport = RecordingTransport()
             served.connection_made(transport)
-            if not transport.closed:
-                served.data_received(REQUEST)
+            if request is not None and not transport.closed:
+                served.data_received(request)
             transports.append(transport)
         for _ in range(20):
             await asyncio.sleep(0)
         return transports
 
-    first, second, third = asyncio.run(run())
+    return asyncio.run(run())
+
+
+def test_a_connection_past_the_bound_is_closed_as_it_comes_and_one_within_it_is_answered() -> None:
+    protocol = with_connection_limit(with_one_write(import_from_string(HTTP_PROTOCOLS["httptools"])), 2)
+
+    first, second, third = connections(protocol, 3, REQUEST)
     assert third.log == [CLOSE]
     assert not first.closed and not second.closed
     assert first.writes[0].startswith(b"HTTP/1.1 200") and second.writes[0].startswith(b"HTTP/1.1 200")
@@ -441,20 +461,8 @@ def test_a_flood_of_connections_past_the_bound_is_one_warning(caplog: pytest.Log
     # A line a refused connection would let a client flood the log as fast as it connects.
     protocol = with_connection_limit(with_one_write(import_from_string(HTTP_PROTOCOLS["httptools"])), 1)
 
-    async def run() -> list[RecordingTransport]:
-        config = uvicorn.Config(json_answer, lifespan="off", log_level="warning")
-        config.load()
-        state = ServerState()
-        transports = []
-        for _ in range(6):
-            served = protocol(config=config, server_state=state, app_state={})
-            transport = RecordingTransport()
-            served.connection_made(transport)
-            transports.append(transport)
-        return transports
-
     with caplog.at_level(logging.WARNING, "app.api.http_protocol"):
-        transports = asyncio.run(run())
+        transports = connections(protocol, 6)
     assert [t.closed for t in transports] == [False] + [True] * 5
     assert [r.getMessage() for r in caplog.records if "OUTBOX_HTTP_MAX_CONNECTIONS" in r.getMessage()] == [
         "1 HTTP connections already (OUTBOX_HTTP_MAX_CONNECTIONS); closing a new one from 127.0.0.1:50000"]
@@ -543,37 +551,15 @@ def test_a_closed_connection_gives_its_address_its_place_back() -> None:
 def test_without_a_per_address_bound_one_address_may_take_every_connection() -> None:
     protocol = with_connection_limit(with_one_write(import_from_string(HTTP_PROTOCOLS["httptools"])), 3)
 
-    async def run() -> list[bool]:
-        config = uvicorn.Config(json_answer, lifespan="off", log_level="warning")
-        config.load()
-        state = ServerState()
-        transports = []
-        for _ in range(4):
-            served = protocol(config=config, server_state=state, app_state={})
-            transport = RecordingTransport()  # every one from 127.0.0.1:50000
-            served.connection_made(transport)
-            transports.append(transport)
-        return [t.closed for t in transports]
-
-    assert asyncio.run(run()) == [False, False, False, True]
+    assert [t.closed for t in connections(protocol, 4)] == [False, False, False, True]
 
 
 def test_the_served_protocol_has_the_per_address_bound_of_the_settings() -> None:
-    async def run(settings: Settings) -> list[bool]:
-        config = uvicorn.Config(json_answer, lifespan="off", log_level="warning")
-        config.load()
-        state = ServerState()
-        protocol = protocol_class(settings)
-        transports = []
-        for _ in range(3):
-            served = protocol(config=config, server_state=state, app_state={})
-            transport = RecordingTransport()  # every one from 127.0.0.1:50000
-            served.connection_made(transport)
-            transports.append(transport)
-        return [t.closed for t in transports]
+    def closed(settings: Settings) -> list[bool]:
+        return [t.closed for t in connections(protocol_class(settings), 3)]
 
-    assert asyncio.run(run(Settings(http_max_connections_per_ip=2))) == [False, False, True]
-    assert asyncio.run(run(Settings())) == [False, False, False]
+    assert closed(Settings(http_max_connections_per_ip=2)) == [False, False, True]
+    assert closed(Settings()) == [False, False, False]
 
 
 def test_bytes_between_requests_that_begin_no_request_still_have_it_timed() -> None:
@@ -715,11 +701,7 @@ def trickled(protocol: type, app: Any, head: bytes, pieces: list[bytes], every_s
             if not transport.closed:
                 served.data_received(piece)
         await asyncio.sleep(20 * TIMEOUT_S)
-        log = list(transport.log)
-        served.connection_lost(None)
-        for task in served.tasks:
-            task.cancel()
-        transport.log, transport.closed = log, CLOSE in log or ABORT in log
+        ended(served, transport)
         return transport
 
     return asyncio.run(run())
@@ -927,11 +909,7 @@ def pipelined(protocol: type, chunks: list[bytes]) -> tuple[ReadingTransport, li
     uvicorn had queued behind the one being answered as each chunk was parsed."""
 
     async def run() -> tuple[ReadingTransport, list[int]]:
-        config = uvicorn.Config(echoes, lifespan="off", log_level="warning")
-        config.load()
-        served = protocol(config=config, server_state=ServerState(), app_state={})
-        transport = ReadingTransport()
-        served.connection_made(transport)
+        served, transport = connected(protocol, echoes, ReadingTransport())
         queued = []
         for chunk in chunks:
             if not transport.closed:
@@ -940,11 +918,7 @@ def pipelined(protocol: type, chunks: list[bytes]) -> tuple[ReadingTransport, li
             for _ in range(200):
                 await asyncio.sleep(0)
         await asyncio.sleep(20 * TIMEOUT_S)
-        log = list(transport.log)
-        served.connection_lost(None)
-        for task in served.tasks:
-            task.cancel()
-        transport.log, transport.closed = log, CLOSE in log or ABORT in log
+        ended(served, transport)
         return transport, queued
 
     return asyncio.run(run())
