@@ -29,6 +29,20 @@ HTTP_REQUEST_DURATION = Histogram(
     # A Send of 1,000 records takes a few milliseconds; a waiting offset fetch up to 30 s.
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
 )
+# The HTTP door's counterpart of KAFKA_CONNECTIONS_CLOSED, for the connections it closes on
+# its own (app.api.http_protocol), by the same reason names where the cause is the same; those
+# a client closes, or uvicorn's keep-alive timer, are not counted.
+HTTP_CONNECTIONS_CLOSED = Counter(
+    "outbox_http_connections_closed",
+    "HTTP connections the service closed on its own, by reason: over OUTBOX_HTTP_MAX_CONNECTIONS "
+    "or OUTBOX_HTTP_MAX_CONNECTIONS_PER_IP, closed as accepted (too_many), a request head over "
+    "OUTBOX_HTTP_MAX_HEAD_BYTES, answered 431 (too_large), bytes that are not an HTTP request, "
+    "answered 400 (unreadable), more requests pipelined behind the one being answered than it "
+    "queues (PIPELINE_MAX_QUEUED, app.api.http_protocol), ended once those queued are answered "
+    "(pipelined), a request not whole within OUTBOX_HTTP_REQUEST_TIMEOUT_S or an answer its client "
+    "took nothing of for OUTBOX_HTTP_SEND_TIMEOUT_S (idle).",
+    ["reason"],
+)
 ERRORS = Counter(
     "outbox_errors",
     "Requests refused, by the error_code of their ErrorResponse.",

@@ -55,6 +55,7 @@ from uvicorn.protocols.http.flow_control import FlowControl
 
 from app.api.errors import error_body
 from app.logs import RateLimitedLog
+from app.metrics import HTTP_CONNECTIONS_CLOSED
 from app.services.per_address import ConnectionsPerAddress
 from app.services.unread import unread_bytes
 from app.settings import Settings
@@ -73,6 +74,10 @@ JOIN_MAX_BYTES = 1 << 16
 # the process a request's parsed head and its body (uvicorn's RequestResponseCycle); 8 of them
 # a connection is nothing at OUTBOX_HTTP_MAX_CONNECTIONS, where thousands each were gigabytes.
 PIPELINE_MAX_QUEUED = 8
+# outbox_http_connections_closed_total by reason, each series there at 0 before its first close
+# (a rate over a series that appears with its first sample misses that sample).
+_CLOSED = {reason: HTTP_CONNECTIONS_CLOSED.labels(reason)
+           for reason in ("too_many", "too_large", "unreadable", "pipelined", "idle")}
 
 
 def protocol_class(settings: Settings) -> type:
@@ -118,6 +123,7 @@ def with_one_write(protocol_class: type) -> type:
         def send_400_response(self, msg: str) -> None:
             # uvicorn's own answer is plain text; both its protocols close the connection
             # after it, as this does, so nothing of the parser's state is needed.
+            _CLOSED["unreadable"].inc()
             self.transport.write(malformed_request_answer(msg, self.server_state.default_headers))
             self.transport.close()
 
@@ -152,12 +158,14 @@ def with_connection_limit(protocol_class: type, max_connections: int, max_per_ad
             if len(self.server_state.connections) > max_connections:
                 refused("%d HTTP connections already (OUTBOX_HTTP_MAX_CONNECTIONS); closing a new one from %s",
                         max_connections, _peer(self.client))
+                _CLOSED["too_many"].inc()
                 self.transport.close()
                 return
             address = self.client[0] if self.client else None
             if not per_address.take(address):
                 refused_per_address("%d HTTP connections from %s already (OUTBOX_HTTP_MAX_CONNECTIONS_PER_IP); "
                                     "closing a new one", max_per_address, address)
+                _CLOSED["too_many"].inc()
                 self.transport.close()
                 return
             self._counted, self._address = True, address
@@ -247,6 +255,7 @@ def with_head_limit(protocol_class: type, max_head_bytes: int, linger_s: float) 
         def _refuse_head(self) -> None:
             refused("closing the HTTP connection from %s: its request's head is over %d bytes "
                     "(OUTBOX_HTTP_MAX_HEAD_BYTES)", _peer(self.client), max_head_bytes)
+            _CLOSED["too_large"].inc()
             if self.cycle is not None and not self.cycle.response_complete:
                 self.transport.close()  # in the middle of the answer before it, which cannot take a 431
                 return
@@ -321,6 +330,7 @@ def with_send_timeout(protocol_class: type, timeout_s: float) -> type:
                 return
             aborted("aborting the HTTP connection from %s: its client has taken nothing of the answer for %g s "
                     "(OUTBOX_HTTP_SEND_TIMEOUT_S)", _peer(self.client), timeout_s)
+            _CLOSED["idle"].inc()
             self.transport.abort()
 
     return SendTimeoutProtocol
@@ -450,6 +460,7 @@ def with_request_timeout(protocol_class: type, timeout_s: float) -> type:
             if self._lingering:
                 aborted("aborting the HTTP connection from %s: its request's body did not end within %g s of its "
                         "answer (OUTBOX_HTTP_REQUEST_TIMEOUT_S)", _peer(self.client), timeout_s)
+                _CLOSED["idle"].inc()
                 self.transport.abort()  # a close would reset the connection too: the client's bytes are unread
                 return
             now = self.loop.time()
@@ -462,6 +473,7 @@ def with_request_timeout(protocol_class: type, timeout_s: float) -> type:
             logger.info("closing the HTTP connection from %s: its request's %s did not arrive within %g s "
                         "(OUTBOX_HTTP_REQUEST_TIMEOUT_S)", _peer(self.client), "body" if self._in_body else "head",
                         timeout_s)
+            _CLOSED["idle"].inc()
             self.transport.close()
 
         def _service_holds_the_request(self) -> bool:
@@ -554,6 +566,7 @@ def with_pipeline_limit(protocol_class: type, max_queued: int, linger_s: float) 
             if cancel_request_timer is not None:
                 cancel_request_timer()  # a dropped request's head, cut at a chunk's end, is not waited for
             self.flow.held = False
+            _CLOSED["pipelined"].inc()
             self._pipeline_linger = _linger(self, linger_s)
 
     return PipelineLimitProtocol

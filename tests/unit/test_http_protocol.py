@@ -18,6 +18,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+from prometheus_client import REGISTRY
 from uvicorn.config import HTTP_PROTOCOLS
 from uvicorn.importer import import_from_string
 from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
@@ -995,3 +996,52 @@ def test_a_websocket_upgrade_gives_its_address_its_place_back() -> None:
 
     assert asyncio.run(run()) == b"HTTP/1.1 200 OK\r\n"
 
+
+
+def closed_for(reason: str) -> Any:
+    """How many HTTP connections the service has closed for `reason` since this was called
+    (outbox_http_connections_closed_total, a counter of the process)."""
+
+    def count() -> float:
+        return REGISTRY.get_sample_value("outbox_http_connections_closed_total", {"reason": reason}) or 0.0
+
+    before = count()
+    return lambda: count() - before
+
+
+def test_connections_closed_as_accepted_past_either_bound_are_counted_too_many() -> None:
+    too_many = closed_for("too_many")
+    assert [t.closed for t in connections(protocol_class(Settings(http_max_connections=2)), 3)] == [False, False, True]
+    assert too_many() == 1
+    per_ip = Settings(http_max_connections=10, http_max_connections_per_ip=1)
+    assert [t.closed for t in connections(protocol_class(per_ip), 3)] == [False, True, True]
+    assert too_many() == 3
+
+
+def test_a_431_and_a_400_are_counted_too_large_and_unreadable_and_an_answered_request_nothing() -> None:
+    too_large, unreadable = closed_for("too_large"), closed_for("unreadable")
+    protocol = protocol_class(Settings(http_max_head_bytes=2048))
+    assert served(protocol, json_answer, request=head_of(2048)).writes[0].startswith(b"HTTP/1.1 200")
+    assert (too_large(), unreadable()) == (0, 0)
+    assert served(protocol, json_answer, request=head_of(2049)).writes[0].startswith(b"HTTP/1.1 431")
+    assert served(protocol, json_answer, request=b"G@T /x HTTP/1.1\r\n\r\n").writes[0].startswith(b"HTTP/1.1 400")
+    assert (too_large(), unreadable()) == (1, 1)
+
+
+def test_a_connection_ended_for_pipelining_past_the_bound_is_counted_pipelined() -> None:
+    pipelined_ends = closed_for("pipelined")
+    pipelined(pipeline_limited(10), [b"".join(post(i) for i in range(PIPELINE_MAX_QUEUED + 1))])
+    assert pipelined_ends() == 0
+    pipelined(pipeline_limited(TIMEOUT_S), [b"".join(post(i) for i in range(100))])
+    assert pipelined_ends() == 1
+
+
+def test_a_request_that_does_not_arrive_and_an_answer_not_taken_are_counted_idle() -> None:
+    idle = closed_for("idle")
+    base = with_one_write(import_from_string(HTTP_PROTOCOLS["httptools"]))
+    assert fed(with_request_timeout(base, TIMEOUT_S), never_reads, [b"GET /x HTTP/1.1\r\nHo"], 20 * TIMEOUT_S)[0]
+    assert idle() == 1
+    assert paused(with_send_timeout(base, TIMEOUT_S), 20 * TIMEOUT_S) == [True] * 3
+    assert idle() == 4
+    trickled(with_request_timeout(base, TIMEOUT_S), refuses, CHUNKED_HEAD, [b"1\r\n \r\n"] * 100, TIMEOUT_S / 5)
+    assert idle() == 5
