@@ -101,6 +101,8 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock, *,
             log_changes.stop()
             for worker in workers:
                 worker.stop()
+            if security is not None:
+                security.close()
             db.dispose()
 
     app = _OutboxApp(

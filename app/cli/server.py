@@ -285,6 +285,8 @@ def coordinator(settings: Settings, args: argparse.Namespace) -> int:
         worker.stop()
     if stop_metrics is not None:
         stop_metrics()
+    if security is not None:
+        security.close()
     db.dispose()
     # The signal raised again, under the handlers found, once the workers have stopped, as
     # uvicorn ends `serve`: the same exit status for both (README, Command-line errors), Ctrl-C

@@ -26,7 +26,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import CancelledError, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,7 +46,7 @@ from app.domain.acl import (
     principal_name_problem,
 )
 from app.domain.clock import Clock
-from app.domain.errors import AuthenticationFailed, IdentityProviderUnavailable, InvalidRequest
+from app.domain.errors import AuthenticationFailed, IdentityProviderUnavailable, InvalidRequest, StorageUnavailable
 from app.settings import Settings
 from app.storage import security as store
 from app.storage.engine import Database
@@ -264,7 +264,7 @@ class SecurityState:
         if failed is not None and time.monotonic() - failed < _FAILED_KEY_DELAY_S:
             raise AuthenticationFailed(
                 "this client sent a wrong secret for this API key a moment ago: try again in a second")
-        matches = self._hashing.submit(secret_matches, parts[1], stored.secret_hash).result()
+        matches = self._secret_matches(parts[1], stored.secret_hash)
         if not matches:
             # Remembered, as a scrypt was paid for it; an unknown key id costs none and is not
             # (it may be a key created elsewhere that this process has not seen yet).
@@ -279,6 +279,28 @@ class SecurityState:
             self._verified = {}
         self._verified[digest] = stored
         return stored.principal
+
+    def _secret_matches(self, secret: str, secret_hash: str) -> bool:
+        """secret_matches on the hashing thread; StorageUnavailable (retriable: another
+        process, or this one started again, answers) once close() has stopped it, for a check
+        that was waiting behind the hash running then and for any after: a check is answered,
+        never left waiting for a thread that will not run it."""
+        stopping = StorageUnavailable("this process is stopping: the API key was not checked; try again")
+        try:
+            future = self._hashing.submit(secret_matches, secret, secret_hash)
+        except RuntimeError:  # shut down already: the executor takes nothing more
+            raise stopping from None
+        try:
+            return future.result()
+        except CancelledError:  # queued when close() cancelled what had not begun
+            raise stopping from None
+
+    def close(self) -> None:
+        """Stops the hashing thread, as the process stops: the hash running finishes on its
+        own (its caller gets its answer), those queued behind it are cancelled, and every
+        check from now on is refused (_secret_matches). Not waited for: a hash takes tens of
+        milliseconds, and the process is ending."""
+        self._hashing.shutdown(wait=False, cancel_futures=True)
 
     @staticmethod
     def api_key_id(key: str) -> str | None:
