@@ -248,6 +248,10 @@ def _offset_for_timestamp_stmt() -> Any:
 
 
 def check_offset(offset: int, log_end: int, log_start: int) -> None:
+    """Where a read of a partition may start, through either door (a Fetch, a stream, Kafka's
+    Fetch): anywhere from the log start to the log end, as Kafka's log read (a start past the
+    high watermark, not past the log end, reads nothing). Else OFFSET_OUT_OF_RANGE, with the
+    bounds."""
     if offset > log_end or offset < log_start:
         raise OffsetOutOfRange(
             f"offset {offset} is outside the log [{log_start}, {log_end}]",

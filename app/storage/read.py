@@ -20,12 +20,12 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, case, literal, null, select
 
-from app.domain.errors import OffsetOutOfRange, UnknownTopicOrPartition
+from app.domain.errors import UnknownTopicOrPartition
 from app.domain.read import FetchResult, StoredRecord
 from app.domain.types import IsolationLevel, RecordState
 from app.storage import read_window
 from app.storage.fetch_plan import MAX_BYTES, RECORD_SIZE, FetchPlan, Point, chunks, full, new
-from app.storage.offset_order import batches_meeting
+from app.storage.offset_order import batches_meeting, check_offset
 from app.storage.tables import record_batches, records
 from app.storage.topics import bounds_stmt
 
@@ -66,12 +66,7 @@ def plan_fetch(
     if bounds is None:
         raise UnknownTopicOrPartition(f"unknown partition {partition}")
     log_end, log_start, last_stable, high_watermark = bounds
-    if offset > log_end or offset < log_start:
-        raise OffsetOutOfRange(
-            f"offset {offset} is outside the log [{log_start}, {log_end}]",
-            log_start_offset=log_start,
-            log_end_offset=log_end,
-        )
+    check_offset(offset, log_end, log_start)  # the Kafka door's Fetch's check: one refusal for both doors
     # A read that finds nothing more says it has read up to the high watermark, never further
     # (nor back): past it a database crash can take offsets away and hand them out again
     # (storage.topics.high_watermark). read_uncommitted reads no further either, in offset
