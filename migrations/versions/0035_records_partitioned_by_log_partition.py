@@ -61,14 +61,11 @@ Create Date: 2026-12-04
 
 from __future__ import annotations
 
-import itertools
-import random
 import time
 
-import psycopg
-import sqlalchemy as sa
 from alembic import op
 
+from migrations import locks
 from migrations.sql_files import dollar_quoted, run_sql_file, sql_file, view_readers
 
 revision = "0035"
@@ -83,39 +80,14 @@ _CHUNK = 20_000
 
 
 def _take(mode: str) -> None:
-    """`partitions` and `records` in this lock mode, in the transaction in progress. An
-    appender takes the partition's row and then `records`, the log cleaner `records` (the rows
-    it deletes) and then the partition's row: in whichever order the migration took the two it
-    could each hold one and wait for the other. So each try waits at most _LOCK_WAIT (the
-    service's statements queue behind it that long), gives up both, and tries again a little
-    later, for _LOCK_PATIENCE_S at most: a transaction that holds `records` longer (a long
-    read of the view) is then named in a one-line error, and the upgrade run again goes on from
+    """`partitions` and `records` in this lock mode, in the transaction in progress
+    (migrations.locks: a try at a time, each waiting a moment). An appender takes the
+    partition's row and then `records`, the log cleaner `records` (the rows it deletes) and
+    then the partition's row: in whichever order the migration took the two it could each hold
+    one and wait for the other. A transaction that holds `records` longer than the patience (a
+    long read of the view) is named in a one-line error, and the upgrade run again goes on from
     there."""
-    bind = op.get_bind()
-    deadline = time.monotonic() + _LOCK_PATIENCE_S
-    for attempt in itertools.count():
-        if time.monotonic() > deadline:
-            holders = bind.exec_driver_sql(
-                "SELECT string_agg(DISTINCT format('pid %s (%s, since %s)', a.pid, a.application_name, "
-                "a.xact_start::timestamp(0)), '; ') FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
-                "WHERE l.relation IN ('partitions'::regclass, 'records'::regclass) AND l.granted "
-                "AND a.pid <> pg_backend_pid()").scalar()
-            raise RuntimeError(f"migration 0035 could not take partitions and records in {mode} mode within "
-                               f"{_LOCK_PATIENCE_S:.0f} s; held by: {holders or 'nobody now'}; run the upgrade again "
-                               "once they are done (it goes on where it stopped)")
-        bind.exec_driver_sql("SAVEPOINT take_log_tables")
-        bind.exec_driver_sql(f"SET LOCAL lock_timeout = '{_LOCK_WAIT}'")
-        try:
-            bind.exec_driver_sql(f"LOCK TABLE partitions, records IN {mode} MODE")
-        except sa.exc.OperationalError as e:
-            if not isinstance(e.orig, psycopg.errors.LockNotAvailable):
-                raise
-            bind.exec_driver_sql("ROLLBACK TO SAVEPOINT take_log_tables")
-            time.sleep(min(0.05 * 2**attempt, 2.0) * random.random())
-            continue
-        bind.exec_driver_sql("RELEASE SAVEPOINT take_log_tables")
-        bind.exec_driver_sql("SET LOCAL lock_timeout TO DEFAULT")
-        return
+    locks.take(("partitions", "records"), mode, "0035", again=" (it goes on where it stopped)")
 
 
 # The two renderings of sql/0035_committed_records.postgresql.sql: the view of every log
@@ -136,7 +108,7 @@ def _record_leaves() -> None:
                  values={"partition_view": dollar_quoted(partition_view)})
 
 
-_LOCK_WAIT = "200ms"
+# How long the swap waits for the transactions older than the backfill's last copy.
 _LOCK_PATIENCE_S = 120.0
 
 # Every log partition, and each partition of a deleted topic that still holds records (its

@@ -9,7 +9,10 @@ ck_append_grants_pattern_type, as one_of names a CHECK: the same values (Pattern
 Every value an older process writes is in the lists, so nothing stored is rewritten and older
 processes keep working. A row outside them (only a hand edit could store one) makes the upgrade
 refuse, naming the rows, rather than fail on the constraint. On PostgreSQL adding a CHECK reads
-the table under its ACCESS EXCLUSIVE lock: one row per topic, one per transactional id.
+the table under its ACCESS EXCLUSIVE lock: one row per topic, one per transactional id. Every
+Send reads `topics`, and a transactional one `transactions`: the three tables are taken first,
+together, a moment at a time (migrations.locks), so that a long transaction holding one of them
+does not stop the service's statements behind the migration's wait for it.
 
 SQLite adds a CHECK only to a new table. `transactions` is copied (batch_alter_table), as 0014
 and 0025 did. `topics` cannot be: partitions reference it ON DELETE CASCADE, and the migrations
@@ -34,6 +37,7 @@ import re
 import sqlalchemy as sa
 from alembic import op
 
+from migrations import locks
 from migrations.refusal import MigrationRefused
 
 revision = "0040"
@@ -101,7 +105,17 @@ def _sqlite_edit_topics(old: str, new: str) -> None:
         bind.exec_driver_sql("PRAGMA writable_schema = OFF")
 
 
+# What the revision alters on PostgreSQL, in the order a transactional Send reads the first two.
+_ALTERED = ("topics", "transactions", "outbox.append_grants")
+
+
+def _take_altered() -> None:
+    if op.get_bind().dialect.name == "postgresql":
+        locks.take(_ALTERED, "ACCESS EXCLUSIVE", "0040")
+
+
 def upgrade() -> None:
+    _take_altered()  # before the rows are checked: none can change between the check and the CHECK
     _refuse_values_outside("transactions", "transactional_id", "state", _STATES,
                            "set each to one of those states or delete it")
     _refuse_values_outside("topics", "name", "cleanup_policy", _POLICIES, "set each to one of those policies")
@@ -117,6 +131,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    _take_altered()
     if op.get_bind().dialect.name == "sqlite":
         _sqlite_edit_topics(f"{_POLICY_COLUMN} {_POLICY_CHECK}", _POLICY_COLUMN)
     else:

@@ -7,6 +7,10 @@ tables.one_of names a CHECK from 0040 on."""
 
 from __future__ import annotations
 
+import threading
+import time
+
+import psycopg
 import pytest
 from alembic import command
 from sqlalchemy import create_engine, inspect, text
@@ -15,6 +19,7 @@ from sqlalchemy.exc import IntegrityError
 from app.domain.transaction import STORED_STATES
 from app.domain.types import CleanupPolicy
 from app.storage import migrate
+from migrations import locks
 from migrations.refusal import MigrationRefused
 from tests.migration_helpers import at_revision, connected, write
 
@@ -130,3 +135,64 @@ def test_0040_names_the_append_grants_pattern_type_check_as_one_of_does_and_the_
     command.downgrade(config, "0039")
     assert _pattern_type_checks(empty_url) == ["append_grants_pattern_type_check"]
     assert not _takes(empty_url, grant.format("match"))
+
+
+def _psycopg_url(url: str) -> str:
+    return url.replace("postgresql+psycopg", "postgresql")
+
+
+@pytest.mark.parametrize("empty_url", ["postgresql"], indirect=True)
+def test_0040_waiting_for_a_long_reader_of_topics_does_not_stop_the_services_reads_behind_it(empty_url: str) -> None:
+    """A reader holding `topics` (a long transaction) keeps the upgrade waiting for its lock;
+    meanwhile the service's reads of `topics` and `transactions` go on, each held a moment at
+    most, where behind an ALTER waiting for its lock each waited as long as the reader. The
+    upgrade ends once the reader does."""
+    config = at_revision(empty_url, "0039", *STORED)
+    failed: list[BaseException] = []
+
+    def upgrade() -> None:
+        try:
+            command.upgrade(config, "0040")
+        except BaseException as e:  # noqa: BLE001 - said by the test's thread
+            failed.append(e)
+
+    with psycopg.connect(_psycopg_url(empty_url)) as reader, \
+            psycopg.connect(_psycopg_url(empty_url), autocommit=True) as service:
+        reader.execute("BEGIN")
+        assert reader.execute("SELECT count(*) FROM topics").fetchone() == (3,)
+        upgrading = threading.Thread(target=upgrade)
+        upgrading.start()
+        try:
+            # Well past a try's wait (migrations.locks.WAIT): a read that queued behind the
+            # migration's wait is refused by this timeout rather than served.
+            service.execute("SET lock_timeout = '2s'")
+            deadline = time.monotonic() + 3
+            while time.monotonic() < deadline:
+                assert service.execute("SELECT count(*) FROM topics").fetchone() == (3,)
+                assert service.execute("SELECT count(*) FROM transactions").fetchone() == (len(STORED_STATES),)
+                time.sleep(0.05)
+            assert upgrading.is_alive() and not failed, failed
+        finally:
+            reader.execute("COMMIT")
+            upgrading.join(60)
+    assert not upgrading.is_alive() and not failed, failed
+    assert _revision(empty_url) == "0040"
+
+
+@pytest.mark.parametrize("empty_url", ["postgresql"], indirect=True)
+def test_0040_gives_up_after_its_patience_naming_the_transaction_that_holds_the_table(
+        empty_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(locks, "PATIENCE_S", 1.0)
+    config = at_revision(empty_url, "0039", *STORED)
+    with psycopg.connect(_psycopg_url(empty_url)) as reader:
+        reader.execute("SET application_name = 'long-reader'")
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM transactions")
+        pid = reader.info.backend_pid
+        with pytest.raises(RuntimeError, match=rf"^migration 0040 could not take topics, transactions and "
+                                               rf"outbox.append_grants in ACCESS EXCLUSIVE mode within 1 s; held by: "
+                                               rf"pid {pid} \(long-reader, since [0-9: -]+\); run the upgrade again "
+                                               rf"once they are done$"):
+            command.upgrade(config, "0040")
+        reader.execute("COMMIT")
+    assert _revision(empty_url) == "0039"
