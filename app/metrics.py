@@ -38,7 +38,7 @@ HTTP_CONNECTIONS_CLOSED = Counter(
     "or OUTBOX_HTTP_MAX_CONNECTIONS_PER_IP, closed as accepted (too_many), a request head over "
     "OUTBOX_HTTP_MAX_HEAD_BYTES, answered 431 (too_large), bytes that are not an HTTP request, "
     "answered 400 (unreadable), more requests pipelined behind the one being answered than it "
-    "queues (PIPELINE_MAX_QUEUED, app.api.http_protocol), ended once those queued are answered "
+    "queues (PIPELINE_MAX_QUEUED, app.api.http_limits), ended once those queued are answered "
     "(pipelined), a request not whole within OUTBOX_HTTP_REQUEST_TIMEOUT_S or an answer its client "
     "took nothing of for OUTBOX_HTTP_SEND_TIMEOUT_S (idle).",
     ["reason"],

@@ -5,7 +5,7 @@
 A Send's answer (its start and one body of 140 bytes) through uvicorn's httptools
 RequestResponseCycle.send, the cycle made as uvicorn makes one for a request whose body came
 with its head, once given to the app as uvicorn's own `send` and once behind
-app.api.http_protocol's `_say_close_when_answered_early`, as every request's was before the
+app.api.http_timeouts' `say_close_when_answered_early`, as every request's was before the
 wrapper was kept to requests whose body is still to come. Alternated in rounds under uvloop;
 the process's CPU an answer, the cycle's making and a garbage collection at each round's end
 (the wrapper's closure makes each cycle a reference cycle, which only the collector frees)
@@ -25,7 +25,7 @@ import uvloop
 from uvicorn.protocols.http.flow_control import FlowControl
 from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
-from app.api.http_protocol import _say_close_when_answered_early
+from app.api.http_timeouts import say_close_when_answered_early
 
 BODY = b'{"base_offset":1,"record_count":10,"partition":0}' * 3
 START = {"type": "http.response.start", "status": 200,
@@ -61,7 +61,7 @@ async def answers(n: int, wrapped: bool) -> float:
             message_event=asyncio.Event(), expect_100_continue=False, keep_alive=True, on_response=lambda: None)
         cycle.more_body = False  # the body came with its head
         if wrapped:
-            _say_close_when_answered_early(cycle)
+            say_close_when_answered_early(cycle)
         send = cycle.send
         await send(START)  # type: ignore[arg-type]
         await send(END)  # type: ignore[arg-type]

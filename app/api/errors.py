@@ -151,7 +151,7 @@ CLIENT_CLOSED_REQUEST = 499
 
 def _client_gone(_: Request, exc: Exception) -> Response:
     # A client that hung up in the middle of its body (or was closed for sending it too slowly,
-    # app.api.http_protocol): handled here rather than by `_unexpected`, which logged it with
+    # app.api.http_timeouts): handled here rather than by `_unexpected`, which logged it with
     # two tracebacks and counted a 500 and an UNKNOWN_SERVER_ERROR, as if the service had failed.
     return Response(status_code=CLIENT_CLOSED_REQUEST)
 

@@ -16,7 +16,7 @@ from json import loads
 import httpx
 import pytest
 
-from app.api.http_protocol import PIPELINE_MAX_QUEUED
+from app.api.http_limits import PIPELINE_MAX_QUEUED
 from tests.e2e.api import ok
 from tests.e2e.conftest import START_TIMEOUT_S, free_port
 

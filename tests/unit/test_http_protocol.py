@@ -24,9 +24,10 @@ from uvicorn.importer import import_from_string
 from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 from uvicorn.server import ServerState
 
-from app.api.http_protocol import (JOIN_MAX_BYTES, PIPELINE_MAX_QUEUED, HeldHeadTransport, protocol_class,
-                                   with_connection_limit, with_head_limit, with_one_write, with_pipeline_limit,
-                                   with_request_timeout, with_send_timeout)
+from app.api.http_limits import PIPELINE_MAX_QUEUED, with_connection_limit, with_head_limit, with_pipeline_limit
+from app.api.http_protocol import protocol_class, with_one_write
+from app.api.http_timeouts import with_request_timeout, with_send_timeout
+from app.api.http_transport import JOIN_MAX_BYTES, HeldHeadTransport
 from app.settings import Settings
 
 REQUEST = b"GET /x HTTP/1.1\r\nHost: t\r\n\r\n"
