@@ -388,6 +388,22 @@ def _records_answer(txn_id: int = 5) -> httpx.Response:
     return ok({"results": [{"topic": "income", "partition": 0, "base_offset": 0}], "txn_id": txn_id})
 
 
+def test_a_transactional_producer_asks_for_version_2_unless_told_otherwise() -> None:
+    import json as _json
+
+    asked: list[dict] = []
+    script = Script({("POST", "/v1/producers"): [ok({"producer_id": 7, "producer_epoch": 0, "transaction_version": 2})]})
+
+    def recording(request: httpx.Request) -> httpx.Response:
+        asked.append(_json.loads(request.content))
+        return script(request)
+
+    producer = Producer(URL, "tx", client=httpx.Client(base_url=URL, transport=httpx.MockTransport(recording)))
+    producer.init_transactions()
+    assert asked == [{"transactional_id": "tx", "transaction_version": 2}]
+    assert producer.transaction_version == 2
+
+
 def test_version_2_begins_without_a_request_and_commits_nothing_when_nothing_was_sent() -> None:
     script = Script({})
     producer = _transactional_producer(script, transaction_version=2)
