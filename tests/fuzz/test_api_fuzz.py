@@ -168,6 +168,15 @@ def _seed(client: TestClient) -> Seed:
         "offsets": [{"topic": "orders", "partition": 0, "offset": 3}],
     }))
 
+    # A version 2 transactional id whose first transaction committed: its epoch moved to the
+    # Commit's answer, and its next Send (not a Begin) begins the next transaction; the
+    # identity it had before (in the hints with every other) is a delayed Send's.
+    v2 = init_producer(client, "v2-txn", transaction_version=2)
+    _ok(send(client, [batch("payments", 2, ["v2-0"], 0)], v2, "v2-txn"))
+    v2_before = ident(v2)
+    v2_commit = _ok(client.post("/v1/transactions/v2-txn/commit", json=v2_before))
+    v2 = {**v2, "producer_epoch": v2_commit["producer_epoch"]}
+
     idle = init_producer(client, "idle-txn")
     stale = init_producer(client, "fenced-txn")
     current = init_producer(client, "fenced-txn")
@@ -175,7 +184,8 @@ def _seed(client: TestClient) -> Seed:
     m = _ok(client.post("/v1/groups/member-group/members", json={"topics": ["orders"]}))
 
     producers = {
-        "txn": txn, "idle": idle, "stale": stale, "current": current, "idem": idem,
+        "txn": txn, "idle": idle, "stale": stale, "current": current, "idem": idem, "v2": v2,
+        "v2_before": {**v2, **v2_before},
         "committed": _ok(client.get("/v1/transactions/committed-txn")),
         "aborted": _ok(client.get("/v1/transactions/aborted-txn")),
     }
@@ -190,7 +200,7 @@ def _seed(client: TestClient) -> Seed:
                   "orders/partitions/0/records"],
         "name": ["orders", "fresh-topic", "bad name!", "__consumer_offsets", "."],
         "partition": [0, 1, 2, 3, 2**31 - 1],
-        "transactional_id": ["open-txn", "idle-txn", "fenced-txn", "committed-txn",
+        "transactional_id": ["open-txn", "idle-txn", "fenced-txn", "committed-txn", "v2-txn",
                              "aborted-txn", "no-such-txn", "open-txn/begin"],
         "group_id": ["txn-group", "committed-group", "member-group", "new-group", "member-group/offsets"],
         "member_id": [m["member_id"], "member-gone"],
@@ -250,6 +260,16 @@ def _explicit(s: Seed) -> list[tuple[str, str, dict, dict, Any]]:
             {"topic": "guarded", "partition": 0, "expected_offset": 1, "records": [{"value": None}]},
             {"topic": "orders", "partition": 1, "records": [{"value": 1, "headers": {"h": "v"}, "timestamp_ms": 5}]},
         ]}),
+        ("POST", "/v1/records", {}, {}, {"transactional_id": "v2-txn", **ident(p["v2"]), "batches": [
+            {"topic": "payments", "partition": 2, "base_sequence": 0, "records": [{"value": "v2-1"}]},
+        ]}),
+        ("POST", "/v1/records", {}, {}, {"transactional_id": "v2-txn", **ident(p["v2_before"]), "batches": [
+            {"topic": "payments", "partition": 2, "base_sequence": 1, "records": [{"value": "late"}]},
+        ]}),
+        ("POST", "/v1/transactions/{transactional_id}/commit", {"transactional_id": "v2-txn"}, {},
+         ident(p["v2"])),
+        ("POST", "/v1/transactions/{transactional_id}/abort", {"transactional_id": "v2-txn"}, {},
+         ident(p["v2_before"])),
         ("POST", "/v1/records", {}, {}, {"transactional_id": "idle-txn", **idle, "batches": [
             {"topic": "orders", "partition": 0, "base_sequence": 0, "records": [{"value": 1}]},
         ]}),
