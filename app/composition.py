@@ -91,12 +91,14 @@ class Services:
 
 def maintenance_chores(db: Database, settings: Settings, clock: Clock) -> list[Chore]:
     """What `outbox coordinator` runs, and `outbox serve` unless --no-coordinator: the
-    coordinator worker, group expiry, producer expiry and the log cleaner."""
+    coordinator worker, group expiry, producer expiry (where OUTBOX_PRODUCER_ID_EXPIRATION_MS is
+    set) and the log cleaner."""
     return [
         CoordinatorWorker(TransactionCoordinator(db, settings, clock), clock,
                           ChoreConfig(settings.coordinator_interval_ms)),
         GroupExpiryWorker(GroupExpiry(db, settings), clock, ChoreConfig(settings.coordinator_interval_ms)),
-        ProducerExpiryWorker(ProducerExpiry(db, settings), clock, ChoreConfig(settings.coordinator_interval_ms)),
+        *([ProducerExpiryWorker(ProducerExpiry(db, settings), clock, ChoreConfig(settings.coordinator_interval_ms))]
+          if settings.producer_id_expiration_ms is not None else []),
         CleanerWorker(LogCleaner(db, settings, clock), clock, ChoreConfig(settings.cleaner_interval_ms)),
     ]
 

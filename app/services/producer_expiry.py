@@ -60,7 +60,10 @@ class ProducerExpiry:
         EXPIRY_CHUNK_PRODUCERS each, which lock their rows and look at their last use again
         (a producer used meanwhile is kept). Not durable, as group expiry's deletions: one lost
         in a crash is made again by the next pass."""
-        used_before = now_ms - self.settings.producer_id_expiration_ms
+        expiration = self.settings.producer_id_expiration_ms
+        if expiration is None:  # unset: producer ids are kept for ever (maintenance_chores runs no worker)
+            return ProducerIdExpiry(0, False)
+        used_before = now_ms - expiration
         with self.db.read() as conn:
             candidates = producers.idle_producers(conn, used_before, PRODUCERS_EXPIRED_PER_PASS)
         expired = 0

@@ -17,12 +17,20 @@ from app.domain.records import RecordToAppend
 from app.services import producer_expiry
 from app.services.log_service import SendBatch
 from app.services.producer_expiry import PRODUCER_EXPIRY_CHECK_INTERVAL_MS, ProducerIdExpiry
+from app.settings import Settings
 from app.storage.tables import producer_partitions, producers, transactions
 from app.worker.chore import ChoreConfig
 from app.worker.producer_expiry import ProducerExpiryPass, ProducerExpiryWorker
 from tests.helpers import init_producer
 
-EXPIRATION_MS = 86_400_000  # the default
+EXPIRATION_MS = 86_400_000  # a day, as Kafka's producer.id.expiration.ms
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    """The service's settings with the expiration set: unset, its default, no producer id is
+    forgotten."""
+    return settings.model_copy(update={"producer_id_expiration_ms": EXPIRATION_MS})
 
 
 def _init(services: Services, transactional_id: str | None = None) -> Any:
@@ -219,10 +227,14 @@ def test_the_worker_looks_once_a_check_interval_and_again_at_once_after_a_full_l
 
 
 def test_the_worker_runs_beside_the_coordinator_at_its_interval(settings, database, clock) -> None:  # type: ignore[no-untyped-def]
-    on = settings.model_copy(update={"run_coordinator": True, "coordinator_interval_ms": 300})
+    on = settings.model_copy(update={"run_coordinator": True, "coordinator_interval_ms": 300,
+                                     "producer_id_expiration_ms": 1_000})
     history = Services.build(on, database, clock).lag_history
 
     for chores in (maintenance_chores(database, on, clock), serve_chores(database, on, clock, None, history)):
         assert [c.config.interval_ms for c in chores if isinstance(c, ProducerExpiryWorker)] == [300]
+    unset = on.model_copy(update={"producer_id_expiration_ms": None})
+    for chores in (maintenance_chores(database, unset, clock), serve_chores(database, unset, clock, None, history)):
+        assert [c for c in chores if isinstance(c, ProducerExpiryWorker)] == []
     off = settings.model_copy(update={"run_coordinator": False})
     assert [c for c in serve_chores(database, off, clock, None, history) if isinstance(c, ProducerExpiryWorker)] == []

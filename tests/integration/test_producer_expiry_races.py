@@ -25,10 +25,18 @@ from app.domain.records import RecordToAppend
 from app.services import producer_expiry
 from app.services.log_service import SendBatch
 from app.services.producer_expiry import ProducerIdExpiry
+from app.settings import Settings
 from app.storage.tables import producer_partitions, producers
 from tests.integration.test_send_races import _wait_until_blocked
 
-EXPIRATION_MS = 86_400_000
+EXPIRATION_MS = 86_400_000  # a day, as Kafka's producer.id.expiration.ms
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    """The service's settings with the expiration set: unset, its default, no producer id is
+    forgotten."""
+    return settings.model_copy(update={"producer_id_expiration_ms": EXPIRATION_MS})
 
 
 def _send(services: Services, producer: Any, partition: int, base_sequence: int, value: str) -> Any:

@@ -7,12 +7,21 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+import pytest
 from kio.schema.errors import ErrorCode
 
 from app.kafka.protocol import request_class
+from app.settings import Settings
 from tests.helpers import create_topic
 from tests.kafka.conftest import Listener, ask
 from tests.kafka.test_wire import _partition_answer, _produce, _records, _stored
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    """The service's settings with the expiration set (a day, as Kafka's): unset, its default,
+    no producer id is forgotten."""
+    return settings.model_copy(update={"producer_id_expiration_ms": 86_400_000})
 
 
 def _init(s: Any) -> Any:
