@@ -16,6 +16,7 @@ from app.services.group_service import GroupService
 from app.services.lag_history import LagHistory
 from app.services.log_cleaner import LogCleaner
 from app.services.log_service import LogService
+from app.services.producer_expiry import ProducerExpiry
 from app.services.long_poll import LongPoll
 from app.services.spool import SpoolBytes, spool_max_waiting
 from app.services.security import SecurityService, SecurityState
@@ -30,6 +31,7 @@ from app.worker.cleaner import CleanerWorker
 from app.worker.coordinator import CoordinatorWorker
 from app.worker.group_expiry import GroupExpiryWorker
 from app.worker.lag_history import LagHistorySampler
+from app.worker.producer_expiry import ProducerExpiryWorker
 from app.worker.security import SecurityRefresher
 
 
@@ -43,8 +45,10 @@ class Services:
     coordinator: TransactionCoordinator
     groups: GroupService
     group_offsets: GroupOffsetService
-    # What the group-expiry worker runs; here for the tests, which run its passes themselves.
+    # What the group-expiry and producer-expiry workers run; here for the tests, which run
+    # their passes themselves.
     group_expiry: GroupExpiry
+    producer_expiry: ProducerExpiry
     classic_group_protocol: ClassicGroupProtocol
     security: SecurityService
     waiting: WaitingRequests
@@ -69,6 +73,7 @@ class Services:
             groups=GroupService(db, settings, clock),
             group_offsets=GroupOffsetService(db, settings, clock),
             group_expiry=GroupExpiry(db, settings),
+            producer_expiry=ProducerExpiry(db, settings),
             classic_group_protocol=ClassicGroupProtocol(db, settings, clock),
             security=SecurityService(db, clock, on_change=None if security_state is None else security_state.reload),
             # Without the lifespan's LogChanges (a test's services), waits end on time only.
@@ -86,11 +91,14 @@ class Services:
 
 def maintenance_chores(db: Database, settings: Settings, clock: Clock) -> list[Chore]:
     """What `outbox coordinator` runs, and `outbox serve` unless --no-coordinator: the
-    coordinator worker, group expiry and the log cleaner."""
+    coordinator worker, group expiry, producer expiry (where OUTBOX_PRODUCER_ID_EXPIRATION_MS is
+    set) and the log cleaner."""
     return [
         CoordinatorWorker(TransactionCoordinator(db, settings, clock), clock,
                           ChoreConfig(settings.coordinator_interval_ms)),
         GroupExpiryWorker(GroupExpiry(db, settings), clock, ChoreConfig(settings.coordinator_interval_ms)),
+        *([ProducerExpiryWorker(ProducerExpiry(db, settings), clock, ChoreConfig(settings.coordinator_interval_ms))]
+          if settings.producer_id_expiration_ms is not None else []),
         CleanerWorker(LogCleaner(db, settings, clock), clock, ChoreConfig(settings.cleaner_interval_ms)),
     ]
 

@@ -102,6 +102,10 @@ TRANSACTIONAL_IDS_EXPIRED = Counter(
     "outbox_transactional_ids_expired",
     "Idle transactional_ids forgotten after OUTBOX_TRANSACTIONAL_ID_EXPIRATION_MS.",
 )
+PRODUCER_IDS_EXPIRED = Counter(
+    "outbox_producer_ids_expired",
+    "Producer ids no Send used for OUTBOX_PRODUCER_ID_EXPIRATION_MS forgotten, with their sequence state.",
+)
 GROUP_MEMBERS_EXPIRED = Counter(
     "outbox_group_members_expired",
     "Consumer group members removed after their session timeout.",
@@ -124,6 +128,12 @@ GROUP_EXPIRY_PASSES = Counter(
     "Passes of group expiry (members whose session timed out, expired committed offsets, "
     "empty groups), by outcome (ok, failed: the "
     "error is in the log).",
+    ["outcome"],
+)
+PRODUCER_EXPIRY_PASSES = Counter(
+    "outbox_producer_expiry_passes",
+    "Passes of producer expiry (producer ids idle for OUTBOX_PRODUCER_ID_EXPIRATION_MS), by "
+    "outcome (ok, failed: the error is in the log).",
     ["outcome"],
 )
 CONSOLE_LAG_PASSES = Counter(
@@ -159,6 +169,10 @@ COORDINATOR_LAST_SUCCESS = Gauge(
 GROUP_EXPIRY_LAST_SUCCESS = Gauge(
     "outbox_group_expiry_last_success_timestamp_seconds",
     "When this process's group expiry last finished a pass without error (Unix time); 0: never.",
+)
+PRODUCER_EXPIRY_LAST_SUCCESS = Gauge(
+    "outbox_producer_expiry_last_success_timestamp_seconds",
+    "When this process's producer expiry last finished a pass without error (Unix time); 0: never.",
 )
 CLEANER_LAST_SUCCESS = Gauge(
     "outbox_cleaner_last_success_timestamp_seconds",

@@ -298,7 +298,7 @@ def coordinator(settings: Settings, args: argparse.Namespace) -> int:
 
 
 # The connections `outbox coordinator` keeps when OUTBOX_DB_POOL_SIZE is not set: its chores
-# (coordinator, group expiry, cleaner, security refresher) run one statement at a time each.
+# (coordinator, group expiry, producer expiry, cleaner, security refresher) run one statement at a time each.
 COORDINATOR_POOL_SIZE = 2
 
 

@@ -145,7 +145,9 @@ class ProducerInit:
                     0, None, None,
                 )
             # KIP-360 for an idempotent producer: bump its own epoch, which resets sequences.
-            stored = producers.current_state(conn, producer_id, lock=RowLock.UPDATE)
+            # Not FOR UPDATE: the producer's Sends under way hold its row FOR KEY SHARE, and
+            # the bump does not wait for them (sequence_state._PRODUCER_HOLDS).
+            stored = producers.current_state(conn, producer_id, lock=RowLock.NO_KEY_UPDATE)
             stored.check_idempotent_use(principal, producer_epoch)
             exhausted, bumped = next_epoch(stored.producer_epoch)
             if exhausted:

@@ -15,6 +15,7 @@ from app.domain.transaction import JoinCondition
 from app.domain.transit import BeginCondition
 from app.domain.types import ControlType, RecordState, ValueFormat
 from app.storage import dialect
+from app.storage.dialect import RowLock
 from app.storage.batch_rows import (
     INSERT_BATCH,
     TAKE_OFFSETS_WRITING_BATCH,
@@ -188,7 +189,9 @@ def append_batches(
                 already_in_transaction = bool(in_transaction)
             if not state_written:
                 if not producer_checked:
-                    current_state(conn, producer_id, lock=None).check_idempotent_use(holder, producer_epoch)  # type: ignore[arg-type]
+                    # Held as the statements above hold it (sequence_state._PRODUCER_HOLDS):
+                    # the state read and written below is then never one expiry is deleting.
+                    current_state(conn, producer_id, lock=RowLock.KEY_SHARE).check_idempotent_use(holder, producer_epoch)  # type: ignore[arg-type]
                     producer_checked = True
                 already_in_transaction, state = read_producer_state(
                     conn, producer_id, transactional_id, txn_id, batch.topic_id, batch.partition

@@ -189,6 +189,12 @@ class RowLock(enum.Enum):
 
     SHARE = "share"  # FOR SHARE: the writers that check the row (Send), which a state change waits for
     UPDATE = "update"  # FOR UPDATE: the state change itself
+    # FOR KEY SHARE: an idempotent Send's hold on its producer's row, which only the row's
+    # deletion (producer expiry, FOR UPDATE) waits for.
+    KEY_SHARE = "key share"
+    # FOR NO KEY UPDATE: a change of the row's other columns (an idempotent producer's epoch
+    # bump), which waits for none of those Sends.
+    NO_KEY_UPDATE = "no key update"
 
 
 def lock_row(dialect_name: str, stmt: Any, lock: RowLock | None) -> Any:
@@ -197,6 +203,10 @@ def lock_row(dialect_name: str, stmt: Any, lock: RowLock | None) -> Any:
         return lock_for_share(dialect_name, stmt)
     if lock is RowLock.UPDATE:
         return lock_for_update(dialect_name, stmt)
+    if lock is RowLock.KEY_SHARE:
+        return stmt if dialect_name == "sqlite" else stmt.with_for_update(read=True, key_share=True)
+    if lock is RowLock.NO_KEY_UPDATE:
+        return stmt if dialect_name == "sqlite" else stmt.with_for_update(key_share=True)
     if lock is not None:  # a string would read the row unlocked: the bug the enum is for
         raise TypeError(f"lock must be a RowLock or None, not {lock!r}")
     return stmt

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, bindparam, insert, select, update
+from sqlalchemy import Connection, bindparam, delete, exists, insert, or_, select, update
 
 from app.domain.errors import UnknownProducerId
 from app.domain.producer import ActiveProducer, StoredProducer
 from app.storage import dialect
 from app.storage.dialect import RowLock
-from app.storage.tables import counters, producer_partitions, producers, transaction_partitions, txn_ids
+from app.storage.tables import (
+    counters,
+    producer_partitions,
+    producers,
+    transaction_partitions,
+    transactions,
+    txn_ids,
+)
 
 PRODUCER_ID_COUNTER = "producer_id"
 TXN_ID_COUNTER = "txn_id"
@@ -71,8 +78,9 @@ def set_producer_epoch(conn: Connection, producer_id: int, producer_epoch: int) 
 
 
 def current_state(conn: Connection, producer_id: int, *, lock: RowLock | None) -> StoredProducer:
-    """The producer as stored; RowLock.UPDATE for an epoch bump (KIP-360), None for the
-    refusal of an idempotent Send whose checks in the append failed (app.storage.append)."""
+    """The producer as stored; RowLock.NO_KEY_UPDATE for an epoch bump (KIP-360),
+    RowLock.KEY_SHARE for an idempotent Send whose checks in the append's statements failed
+    (app.storage.append: the refusal to give, or the check of a batch no statement judged)."""
     stmt = select(producers.c.producer_epoch, producers.c.transactional_id, producers.c.principal).where(
         producers.c.producer_id == producer_id
     )
@@ -98,3 +106,58 @@ def partition_producers(conn: Connection, topic_id: int, partition: int, limit: 
     ).all()
     return [ActiveProducer(*row) for row in rows]
 
+
+
+# What producer expiry may forget (idle_producers): a producer id without a transactional id,
+# and one whose transactional id no longer names it (a new producer id replaced it when its
+# epochs ran out, app.domain.transit's new_producer_id: its rows were left behind, and no Send
+# can use it again, its transactional id's row naming another). A transactional id's own
+# producer goes with its transactional id (transactions.delete_transactional_id), after
+# OUTBOX_TRANSACTIONAL_ID_EXPIRATION_MS.
+_FORGETTABLE = or_(
+    producers.c.transactional_id.is_(None),
+    ~exists().where(transactions.c.transactional_id == producers.c.transactional_id,
+                    transactions.c.producer_id == producers.c.producer_id),
+)
+# Idle: neither made nor used by a Send (every Send of an idempotent producer writes updated_ms
+# in each partition it writes to) since `used_before`.
+_IDLE = (
+    producers.c.created_ms < bindparam("used_before"),
+    ~exists().where(producer_partitions.c.producer_id == producers.c.producer_id,
+                    producer_partitions.c.updated_ms >= bindparam("used_before")),
+)
+_IDLE_PRODUCERS = (
+    select(producers.c.producer_id).where(_FORGETTABLE, *_IDLE)
+    .order_by(producers.c.producer_id).limit(bindparam("limit"))
+)
+
+
+def idle_producers(conn: Connection, used_before: int, limit: int) -> list[int]:
+    """The ids of the producers expiry may forget (_FORGETTABLE) whose last use (their creation,
+    or a Send's write of their sequence state in any partition) was before `used_before`: at
+    most `limit`, lowest first."""
+    return list(conn.execute(_IDLE_PRODUCERS, {"used_before": used_before, "limit": limit}).scalars())
+
+
+def delete_idle_producers(conn: Connection, producer_ids: list[int], used_before: int) -> list[int]:
+    """Delete those of `producer_ids` still idle (idle_producers' rule) with their sequence state
+    in every partition; the ids deleted. Their rows are locked first, in one statement that
+    skips the ones another transaction holds (on PostgreSQL an idempotent Send under way holds
+    its producer's row FOR KEY SHARE, sequence_state._PRODUCER_HOLDS: that producer is in use,
+    and the next pass looks again), and looked at again by a statement of its own: on
+    PostgreSQL's READ COMMITTED its snapshot, taken once the locks are held, has every Send
+    that held them committed, and a Send that comes later waits for this transaction and finds
+    the row gone. On SQLite this transaction is the only writer."""
+    locked = list(conn.execute(dialect.lock_for_update_skip_locked(
+        conn.dialect.name,
+        select(producers.c.producer_id).where(producers.c.producer_id.in_(producer_ids))
+        .order_by(producers.c.producer_id))).scalars())
+    if not locked:
+        return []
+    deleted = list(conn.execute(
+        delete(producers).where(producers.c.producer_id.in_(locked), _FORGETTABLE, *_IDLE)
+        .returning(producers.c.producer_id),
+        {"used_before": used_before}).scalars())
+    if deleted:
+        conn.execute(delete(producer_partitions).where(producer_partitions.c.producer_id.in_(deleted)))
+    return sorted(deleted)

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, exists, select, update
+from sqlalchemy import Connection, bindparam, exists, literal, select, update
 
 from app.domain.producer import NextBatchCondition, ProducerPartitionState
 from app.domain.types import RecordState
@@ -116,17 +116,25 @@ _WRITE_NEXT_BATCH_STATE = _NEXT_BATCH_STATE.returning(_IN_TRANSACTION)
 # The producer id as an idempotent Send needs it (StoredProducer.check_idempotent_use): held by
 # the sender, without a transactional id, at the batch's epoch. Part of the statement that
 # writes such a Send's sequence state for each batch, so that the Send reads no row of its own
-# for it. It takes no lock: an epoch bump (KIP-360) committed while the Send is under way does
-# not wait for it, and the Send's batches, checked against the epoch their statements saw,
-# still land after it, as in Kafka (an idempotent producer bumps its own epoch there, and a
-# partition takes the older epoch's batches until the newer's first one reaches it). The
-# partition's lock orders the two epochs' batches, and a batch of the old epoch whose
-# statement starts after the bump is refused.
-_PRODUCER_HOLDS = exists().where(
-    producers.c.producer_id == bindparam("b_producer_id"),
-    producers.c.producer_epoch == bindparam("b_producer_epoch"),
-    producers.c.transactional_id.is_(None),
-    producers.c.principal == bindparam("b_holder"),
+# for it. On PostgreSQL it keeps the producer's row FOR KEY SHARE until the Send commits
+# (SQLite's write lock covers it): producer expiry (app.services.producer_expiry) deletes only
+# rows it could lock FOR UPDATE, so it never forgets a producer under way, and a statement that
+# finds the row being deleted waits, then finds none and writes nothing (the Send is refused
+# UNKNOWN_PRODUCER_ID); a statement that looked without the lock would see, in its snapshot, a
+# row the expiry had just deleted, and write a state that no producer row owned. No other
+# writer waits for it: an epoch bump (KIP-360) takes FOR NO KEY UPDATE, so one committed while
+# the Send is under way does not wait for it, and the Send's batches, checked against the epoch
+# their statements saw, still land after it, as in Kafka (an idempotent producer bumps its own
+# epoch there, and a partition takes the older epoch's batches until the newer's first one
+# reaches it). The partition's lock orders the two epochs' batches, and a batch of the old
+# epoch whose statement starts after the bump is refused.
+_PRODUCER_HOLDS = exists(
+    select(literal(1)).where(
+        producers.c.producer_id == bindparam("b_producer_id"),
+        producers.c.producer_epoch == bindparam("b_producer_epoch"),
+        producers.c.transactional_id.is_(None),
+        producers.c.principal == bindparam("b_holder"),
+    ).with_for_update(read=True, key_share=True)
 )
 _WRITE_NEXT_BATCH_STATE_HELD = _WRITE_NEXT_BATCH_STATE.where(_PRODUCER_HOLDS)
 

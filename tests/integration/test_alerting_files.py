@@ -121,6 +121,7 @@ _DATABASE_GAUGES = {
     "outbox_partition_series_left_out": ['{}'],
     "outbox_coordinator_last_success_timestamp_seconds": ['{}'],
     "outbox_group_expiry_last_success_timestamp_seconds": ['{}'],
+    "outbox_producer_expiry_last_success_timestamp_seconds": ['{}'],
     "outbox_cleaner_last_success_timestamp_seconds": ['{}'],
     "outbox_transactions": ['{state="Ongoing"}', '{state="CompleteCommit"}'],
     "outbox_group_lag": ['{group="g",topic="t",partition="0"}', '{group="g",topic="t",partition="1"}'],

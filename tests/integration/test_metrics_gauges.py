@@ -315,17 +315,19 @@ def test_a_scrape_of_1000_groups_by_10_partitions_costs_as_many_queries_as_one_g
     assert value(scraped, "outbox_group_lag_series_left_out") == 0
 
 
-@pytest.mark.parametrize("chore", ["coordinator", "group_expiry", "cleaner"])
+@pytest.mark.parametrize("chore", ["coordinator", "group_expiry", "producer_expiry", "cleaner"])
 def test_a_chores_successful_pass_sets_its_last_success_timestamp(services, clock, chore) -> None:  # type: ignore[no-untyped-def]
     from prometheus_client import REGISTRY
 
     from app.services.log_cleaner import LogCleaner
     from app.worker.cleaner import CleanerWorker
     from app.worker.group_expiry import GroupExpiryWorker
+    from app.worker.producer_expiry import ProducerExpiryWorker
 
     kind, job = {
         "coordinator": (CoordinatorWorker, services.coordinator),
         "group_expiry": (GroupExpiryWorker, services.group_expiry),
+        "producer_expiry": (ProducerExpiryWorker, services.producer_expiry),
         "cleaner": (CleanerWorker, LogCleaner(services.db, services.settings, clock)),
     }[chore]
     name = f"outbox_{chore}_last_success_timestamp_seconds"

@@ -428,11 +428,12 @@ def test_a_sqlite_busy_timeout_past_sqlites_int_is_refused() -> None:
         Settings(sqlite_busy_timeout_ms=3_000_000_000)
 
 
-def test_a_transactional_id_expiration_past_the_databases_integers_is_refused() -> None:
-    # The coordinator's cut-off (now minus it) is a 64-bit integer: past it every pass failed.
+@pytest.mark.parametrize("name", ["transactional_id_expiration_ms", "producer_id_expiration_ms"])
+def test_an_expiration_past_the_databases_integers_is_refused(name: str) -> None:
+    # The expiry's cut-off (now minus it) is a 64-bit integer: past it every pass failed.
     with pytest.raises(ValidationError, match="less than or equal to 4611686018427387904"):
-        Settings(transactional_id_expiration_ms=10**20)
-    assert Settings(transactional_id_expiration_ms=2**62).transactional_id_expiration_ms == 2**62
+        Settings(**{name: 10**20})
+    assert getattr(Settings(**{name: 2**62}), name) == 2**62
 
 
 def test_a_variable_near_a_settings_name_is_named_as_that_setting_misspelt() -> None:

@@ -1,0 +1,240 @@
+"""Producer ids do not stay forever: producer expiry (app.services.producer_expiry) forgets the
+ones no Send has used for OUTBOX_PRODUCER_ID_EXPIRATION_MS, with their sequence state in every
+partition, as Kafka expires a producer's state after producer.id.expiration.ms; the next Send
+of one is answered UNKNOWN_PRODUCER_ID. On both databases; time is the test's clock."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+from sqlalchemy import select, update
+
+from app.composition import Services, maintenance_chores, serve_chores
+from app.domain.errors import UnknownProducerId
+from app.domain.records import RecordToAppend
+from app.services import producer_expiry
+from app.services.log_service import SendBatch
+from app.services.producer_expiry import PRODUCER_EXPIRY_CHECK_INTERVAL_MS, ProducerIdExpiry
+from app.settings import Settings
+from app.storage.tables import producer_partitions, producers, transactions
+from app.worker.chore import ChoreConfig
+from app.worker.producer_expiry import ProducerExpiryPass, ProducerExpiryWorker
+from tests.helpers import init_producer
+
+EXPIRATION_MS = 86_400_000  # a day, as Kafka's producer.id.expiration.ms
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    """The service's settings with the expiration set: unset, its default, no producer id is
+    forgotten."""
+    return settings.model_copy(update={"producer_id_expiration_ms": EXPIRATION_MS})
+
+
+def _init(services: Services, transactional_id: str | None = None) -> Any:
+    return services.coordinator.init_producer_id(transactional_id=transactional_id, transaction_timeout_ms=None)
+
+
+def _send(services: Services, producer: Any, partition: int, base_sequence: int, value: str = "v") -> Any:
+    (result,) = services.log.send([SendBatch("t", partition, [RecordToAppend(None, value, None, 1)], base_sequence)],
+                                  producer_id=producer.producer_id, producer_epoch=producer.producer_epoch,
+                                  transactional_id=None)
+    return result
+
+
+def _producer_rows(services: Services) -> list[tuple[int, str | None]]:
+    with services.db.read() as conn:
+        return [tuple(r) for r in conn.execute(  # type: ignore[misc]
+            select(producers.c.producer_id, producers.c.transactional_id).order_by(producers.c.producer_id))]
+
+
+def _state_rows(services: Services) -> list[tuple[int, int]]:
+    with services.db.read() as conn:
+        return [tuple(r) for r in conn.execute(  # type: ignore[misc]
+            select(producer_partitions.c.producer_id, producer_partitions.c.partition)
+            .order_by(producer_partitions.c.producer_id, producer_partitions.c.partition))]
+
+
+def test_idle_idempotent_producers_go_with_their_state_and_a_producer_used_since_stays(services, clock) -> None:  # type: ignore[no-untyped-def]
+    services.topics.create("t", 2)
+    never, idle, used = _init(services), _init(services), _init(services)
+    _send(services, idle, 0, 0)
+    _send(services, idle, 1, 0)
+    _send(services, used, 0, 0)
+    clock.advance(EXPIRATION_MS)
+    _send(services, used, 1, 0)  # its last use: made, and sent to partition 0, a whole expiration ago
+    clock.advance(1)
+
+    assert services.producer_expiry.expire(clock()) == ProducerIdExpiry(2, False)
+
+    assert _producer_rows(services) == [(used.producer_id, None)]
+    assert _state_rows(services) == [(used.producer_id, 0), (used.producer_id, 1)]
+    assert never.producer_id not in [p for p, _ in _producer_rows(services)]
+    assert _send(services, used, 1, 1).base_offset == 2
+
+
+def test_a_producer_is_kept_for_the_whole_expiration_after_its_last_send(services, clock) -> None:  # type: ignore[no-untyped-def]
+    services.topics.create("t", 1)
+    p = _init(services)
+    clock.advance(10_000)
+    _send(services, p, 0, 0)
+    clock.advance(EXPIRATION_MS)  # its last moment
+
+    assert services.producer_expiry.expire(clock()) == ProducerIdExpiry(0, False)
+    clock.advance(1)
+    assert services.producer_expiry.expire(clock()) == ProducerIdExpiry(1, False)
+    assert (_producer_rows(services), _state_rows(services)) == ([], [])
+
+
+def test_the_setting_is_the_expiration(settings, database, clock) -> None:  # type: ignore[no-untyped-def]
+    services = Services.build(settings.model_copy(update={"producer_id_expiration_ms": 1_000}), database, clock)
+    services.topics.create("t", 1)
+    p = _init(services)
+    _send(services, p, 0, 0)
+    clock.advance(1_000)
+    assert services.producer_expiry.expire(clock()) == ProducerIdExpiry(0, False)
+    clock.advance(1)
+
+    assert services.producer_expiry.expire(clock()) == ProducerIdExpiry(1, False)
+    assert _producer_rows(services) == []
+
+
+def test_a_send_after_the_expiry_is_refused_as_an_unknown_producer_id_and_writes_nothing(  # type: ignore[no-untyped-def]
+        services, clock) -> None:
+    services.topics.create("t", 1)
+    p = _init(services)
+    _send(services, p, 0, 0)
+    clock.advance(EXPIRATION_MS + 1)
+    assert services.producer_expiry.expire(clock()).expired == 1
+
+    for base_sequence in (1, 0):  # its next batch, and a retry of the first one
+        with pytest.raises(UnknownProducerId):
+            _send(services, p, 0, base_sequence)
+    _topic, (partition,) = services.topics.describe("t")
+    assert partition.log_end_offset == 1
+    assert _state_rows(services) == []
+
+
+def test_over_http_a_send_after_the_expiry_is_answered_409_unknown_producer_id(client, services, clock) -> None:  # type: ignore[no-untyped-def]
+    client.post("/v1/topics", json={"name": "t", "partitions": 1})
+    p = init_producer(client)
+    body = {"producer_id": p["producer_id"], "producer_epoch": p["producer_epoch"],
+            "batches": [{"topic": "t", "partition": 0, "base_sequence": 0, "records": [{"value": 1}]}]}
+    assert client.post("/v1/records", json=body).status_code == 200
+    clock.advance(EXPIRATION_MS + 1)
+    services.producer_expiry.expire(clock())
+
+    body["batches"][0]["base_sequence"] = 1  # type: ignore[index]
+    r = client.post("/v1/records", json=body)
+
+    assert (r.status_code, r.json()["error_code"]) == (409, "UNKNOWN_PRODUCER_ID")
+    # Its producer initialises again, and writes from sequence 0 under the new id.
+    q = init_producer(client)
+    assert q["producer_id"] != p["producer_id"]
+    body.update(producer_id=q["producer_id"], producer_epoch=q["producer_epoch"])
+    body["batches"][0]["base_sequence"] = 0  # type: ignore[index]
+    assert client.post("/v1/records", json=body).json()["results"][0]["base_offset"] == 1
+
+
+def test_a_transactional_ids_producer_is_kept_however_idle(services, clock) -> None:  # type: ignore[no-untyped-def]
+    services.topics.create("t", 1)
+    p = _init(services, "tx")
+    services.coordinator.begin("tx", p.producer_id, p.producer_epoch)
+    services.log.send([SendBatch("t", 0, [RecordToAppend(None, "v", None, 1)], 0)],
+                      producer_id=p.producer_id, producer_epoch=p.producer_epoch, transactional_id="tx")
+    services.coordinator.end_transaction("tx", p.producer_id, p.producer_epoch, commit=True)
+    clock.advance(EXPIRATION_MS + 1)
+
+    assert services.producer_expiry.expire(clock()) == ProducerIdExpiry(0, False)
+    assert (_producer_rows(services), _state_rows(services)) == ([(p.producer_id, "tx")], [(p.producer_id, 0)])
+
+
+def test_the_producer_id_a_transactional_id_replaced_when_its_epochs_ran_out_goes_once_idle(  # type: ignore[no-untyped-def]
+        services, clock) -> None:
+    services.topics.create("t", 1)
+    old = _init(services, "tx")
+    services.coordinator.begin("tx", old.producer_id, old.producer_epoch)
+    services.log.send([SendBatch("t", 0, [RecordToAppend(None, "v", None, 1)], 0)],
+                      producer_id=old.producer_id, producer_epoch=old.producer_epoch, transactional_id="tx")
+    services.coordinator.end_transaction("tx", old.producer_id, old.producer_epoch, commit=True)
+    with services.db.write() as conn:
+        conn.execute(update(transactions).where(transactions.c.transactional_id == "tx").values(producer_epoch=32766))
+    new = _init(services, "tx")  # the epoch is exhausted: a new producer id
+    assert (new.producer_id != old.producer_id, new.producer_epoch) == (True, 0)
+    clock.advance(EXPIRATION_MS)
+    assert services.producer_expiry.expire(clock()) == ProducerIdExpiry(0, False)
+    clock.advance(1)
+
+    assert services.producer_expiry.expire(clock()) == ProducerIdExpiry(1, False)
+    assert (_producer_rows(services), _state_rows(services)) == ([(new.producer_id, "tx")], [])
+
+
+def test_a_pass_forgets_at_most_its_bound_in_chunks_and_says_more_may_wait(  # type: ignore[no-untyped-def]
+        services, clock, monkeypatch) -> None:
+    monkeypatch.setattr(producer_expiry, "PRODUCERS_EXPIRED_PER_PASS", 5)
+    monkeypatch.setattr(producer_expiry, "EXPIRY_CHUNK_PRODUCERS", 2)
+    ids = [_init(services).producer_id for _ in range(7)]
+    transactions_seen: list[int] = []
+    write = services.db.write
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        transactions_seen.append(1)
+        return write(*args, **kwargs)
+
+    monkeypatch.setattr(services.db, "write", counted)
+    clock.advance(EXPIRATION_MS + 1)
+
+    assert services.producer_expiry.expire(clock()) == ProducerIdExpiry(5, True)
+    assert (_producer_rows(services), len(transactions_seen)) == ([(ids[5], None), (ids[6], None)], 3)
+    assert services.producer_expiry.expire(clock()) == ProducerIdExpiry(2, False)
+    assert _producer_rows(services) == []
+
+
+def test_the_worker_looks_once_a_check_interval_and_again_at_once_after_a_full_look(  # type: ignore[no-untyped-def]
+        settings, database, clock, monkeypatch, caplog) -> None:
+    from prometheus_client import REGISTRY
+
+    def counted() -> tuple[float, float]:
+        return (REGISTRY.get_sample_value("outbox_producer_ids_expired_total") or 0,
+                REGISTRY.get_sample_value("outbox_producer_expiry_passes_total", {"outcome": "ok"}) or 0)
+
+    monkeypatch.setattr(producer_expiry, "PRODUCERS_EXPIRED_PER_PASS", 2)
+    services = Services.build(settings.model_copy(update={"producer_id_expiration_ms": 1_000}), database, clock)
+    worker = ProducerExpiryWorker(services.producer_expiry, clock, ChoreConfig(interval_ms=200))
+    for _ in range(3):
+        _init(services)
+    clock.advance(1_001)
+    before = counted()
+
+    with caplog.at_level(logging.INFO, logger="app.worker.chore"):
+        assert worker.run_once() == ProducerExpiryPass(2)  # its most: the next pass looks again
+        clock.advance(200)
+        assert worker.run_once() == ProducerExpiryPass(1)  # the next look a check interval later
+        _init(services)
+        clock.advance(PRODUCER_EXPIRY_CHECK_INTERVAL_MS - 1)
+        assert worker.run_once() == ProducerExpiryPass(0)
+        clock.advance(1)
+        assert worker.run_once() == ProducerExpiryPass(1)
+
+    assert [r.getMessage() for r in caplog.records] == [
+        "producer-expiry pass: ProducerExpiryPass(expired_producer_ids=2)",
+        "producer-expiry pass: ProducerExpiryPass(expired_producer_ids=1)",
+        "producer-expiry pass: ProducerExpiryPass(expired_producer_ids=1)"]
+    after = counted()
+    assert (after[0] - before[0], after[1] - before[1]) == (4, 4)
+
+
+def test_the_worker_runs_beside_the_coordinator_at_its_interval(settings, database, clock) -> None:  # type: ignore[no-untyped-def]
+    on = settings.model_copy(update={"run_coordinator": True, "coordinator_interval_ms": 300,
+                                     "producer_id_expiration_ms": 1_000})
+    history = Services.build(on, database, clock).lag_history
+
+    for chores in (maintenance_chores(database, on, clock), serve_chores(database, on, clock, None, history)):
+        assert [c.config.interval_ms for c in chores if isinstance(c, ProducerExpiryWorker)] == [300]
+    unset = on.model_copy(update={"producer_id_expiration_ms": None})
+    for chores in (maintenance_chores(database, unset, clock), serve_chores(database, unset, clock, None, history)):
+        assert [c for c in chores if isinstance(c, ProducerExpiryWorker)] == []
+    off = settings.model_copy(update={"run_coordinator": False})
+    assert [c for c in serve_chores(database, off, clock, None, history) if isinstance(c, ProducerExpiryWorker)] == []

@@ -1,0 +1,246 @@
+"""A Send racing the expiry of its producer (app.services.producer_expiry), on SQLite and
+PostgreSQL: either the expiry sees the Send and keeps the producer, or the producer is gone and
+the Send is refused UNKNOWN_PRODUCER_ID having written nothing; never a Send accepted for a
+producer the expiry forgot, nor sequence state left without its producer.
+
+On PostgreSQL a Send holds its producer's row FOR KEY SHARE (sequence_state._PRODUCER_HOLDS) and
+the expiry deletes only the rows it locked FOR UPDATE, looked at again once locked; on SQLite
+the two are writers that take turns."""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from sqlalchemy import event, select
+
+from app.composition import Services
+from app.domain.errors import UnknownProducerId
+from app.domain.read import IsolationLevel
+from app.domain.records import RecordToAppend
+from app.services import producer_expiry
+from app.services.log_service import SendBatch
+from app.services.producer_expiry import ProducerIdExpiry
+from app.settings import Settings
+from app.storage.tables import producer_partitions, producers
+from tests.integration.test_send_races import _wait_until_blocked
+
+EXPIRATION_MS = 86_400_000  # a day, as Kafka's producer.id.expiration.ms
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    """The service's settings with the expiration set: unset, its default, no producer id is
+    forgotten."""
+    return settings.model_copy(update={"producer_id_expiration_ms": EXPIRATION_MS})
+
+
+def _send(services: Services, producer: Any, partition: int, base_sequence: int, value: str) -> Any:
+    (result,) = services.log.send([SendBatch("t", partition, [RecordToAppend(None, value, None, 1)], base_sequence)],
+                                  producer_id=producer.producer_id, producer_epoch=producer.producer_epoch,
+                                  transactional_id=None)
+    return result
+
+
+def _stored(services: Services) -> dict[int, list[tuple[int, Any]]]:
+    """Each partition of topic t: its records' (offset, value)."""
+    _topic, partitions = services.topics.describe("t")
+    return {p.partition: [(r.offset, r.value) for r in services.log.fetch(
+        "t", p.partition, offset=0, max_records=1_000, isolation=IsolationLevel.READ_UNCOMMITTED)[1].records]
+        for p in partitions}
+
+
+def _rows(services: Services) -> tuple[list[int], list[tuple[int, int, int]]]:
+    """The producers' ids, and each sequence state's (producer id, partition, last sequence)."""
+    pp = producer_partitions
+    with services.db.read() as conn:
+        return (list(conn.execute(select(producers.c.producer_id).order_by(producers.c.producer_id)).scalars()),
+                [tuple(r) for r in conn.execute(  # type: ignore[misc]
+                    select(pp.c.producer_id, pp.c.partition, pp.c.last_sequence).order_by(pp.c.producer_id, pp.c.partition))])
+
+
+class _Thread(threading.Thread):
+    """A thread whose target's result, or exception, is kept."""
+
+    def __init__(self, target: Any) -> None:
+        super().__init__(daemon=True)
+        self._target_fn = target
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.result = self._target_fn()
+        except BaseException as e:  # noqa: BLE001 - asserted by the test
+            self.error = e
+
+
+@contextmanager
+def _expiry_held_before_its_commit(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[threading.Event, threading.Event]]:
+    """The expiry's deletion stops after its statements, its transaction open: (deleted, go)."""
+    deleted, go = threading.Event(), threading.Event()
+    delete = producer_expiry.producers.delete_idle_producers
+
+    def held(*args: Any) -> list[int]:
+        done = delete(*args)
+        deleted.set()
+        assert go.wait(30)
+        return done
+
+    monkeypatch.setattr(producer_expiry.producers, "delete_idle_producers", held)
+    try:
+        yield deleted, go
+    finally:
+        go.set()
+
+
+# The Send racing the deletion: the producer's next batch in partition 0 (its state's UPDATE),
+# its first batch in partition 1 (an INSERT of a state no row of the deletion's covers), and a
+# retry of its last batch (judged on the state read back).
+SENDS = {"next": (0, 1), "first_in_another_partition": (1, 0), "retry": (0, 0)}
+
+
+@pytest.mark.parametrize("send", sorted(SENDS))
+def test_a_send_that_comes_while_the_expiry_deletes_its_producer_waits_and_is_refused(  # type: ignore[no-untyped-def]
+        services, database, clock, monkeypatch, send) -> None:
+    services.topics.create("t", 2)
+    p = services.coordinator.init_producer_id(transactional_id=None, transaction_timeout_ms=None)
+    _send(services, p, 0, 0, "first")
+    clock.advance(EXPIRATION_MS + 1)
+    partition, base_sequence = SENDS[send]
+
+    with _expiry_held_before_its_commit(monkeypatch) as (deleted, go):
+        expiry = _Thread(lambda: services.producer_expiry.expire(clock()))
+        expiry.start()
+        assert deleted.wait(30)
+        sender = _Thread(lambda: _send(services, p, partition, base_sequence, "late"))
+        sender.start()
+        _wait_until_blocked(database, 1)
+        assert sender.is_alive()  # it waits for the expiry
+        go.set()
+        expiry.join(30)
+        sender.join(30)
+
+    assert (expiry.error, expiry.result) == (None, ProducerIdExpiry(1, False))
+    assert isinstance(sender.error, UnknownProducerId), sender.error
+    assert _stored(services) == {0: [(0, "first")], 1: []}
+    assert _rows(services) == ([], [])
+
+
+@pytest.mark.parametrize("send", ["next", "first_in_another_partition"])
+def test_an_expiry_that_comes_while_a_send_of_its_producer_is_under_way_keeps_the_producer(  # type: ignore[no-untyped-def]
+        services, database, clock, send) -> None:
+    services.topics.create("t", 2)
+    p = services.coordinator.init_producer_id(transactional_id=None, transaction_timeout_ms=None)
+    _send(services, p, 0, 0, "first")
+    clock.advance(EXPIRATION_MS + 1)  # idle as the expiry's look finds it; the Send is its use now
+    partition, base_sequence = SENDS[send]
+    sending, go = threading.Event(), threading.Event()
+
+    def held_at_commit(conn: Any) -> None:
+        if threading.current_thread() is sender:
+            sending.set()
+            assert go.wait(30)
+
+    sender = _Thread(lambda: _send(services, p, partition, base_sequence, "late"))
+    event.listen(database.engine, "commit", held_at_commit)
+    try:
+        sender.start()
+        assert sending.wait(30)
+        expiry = _Thread(lambda: services.producer_expiry.expire(clock()))
+        expiry.start()
+        expiry.join(1 if database.dialect == "sqlite" else 30)  # SQLite's waits for the Send's turn to end
+        go.set()
+        sender.join(30)
+        expiry.join(30)
+    finally:
+        go.set()
+        event.remove(database.engine, "commit", held_at_commit)
+
+    assert (sender.error, sender.result.base_offset) == (None, 1 if partition == 0 else 0)
+    assert (expiry.error, expiry.result) == (None, ProducerIdExpiry(0, False))
+    assert _rows(services) == ([p.producer_id], [(p.producer_id, 0, base_sequence if partition == 0 else 0)]
+                               + ([(p.producer_id, 1, 0)] if partition == 1 else []))
+    # Kept: its next Send goes on from its sequences.
+    assert _send(services, p, 0, 2 if partition == 0 else 1, "next").base_offset == (2 if partition == 0 else 1)
+
+
+def test_sends_racing_expiry_passes_are_written_once_each_or_refused_with_their_producer_gone(  # type: ignore[no-untyped-def]
+        settings, database, clock) -> None:
+    """Producers each sending SENDS_EACH batches, alternately to two partitions, while passes of
+    the expiry run at a time for which a producer is idle until its first Send commits: each
+    producer has all its Sends written, each once, at the offsets they were answered, and is
+    kept with its state, or has its first Send refused, nothing written, and is gone."""
+    services = Services.build(settings.model_copy(update={"producer_id_expiration_ms": 1}), database, clock)
+    count, partitions, sends_each = 12, 4, 6
+    services.topics.create("t", partitions)
+    made = [services.coordinator.init_producer_id(transactional_id=None, transaction_timeout_ms=None)
+            for _ in range(count)]
+    clock.advance(10)  # Sends are stamped now; the expiry's cut-off is now too: idle until a Send
+    now = clock()
+    accepted: dict[int, list[tuple[int, int, str]]] = {p.producer_id: [] for p in made}
+    refused: dict[int, list[int]] = {p.producer_id: [] for p in made}
+    done = threading.Event()
+    rng = random.Random(7)
+    starts = {p.producer_id: rng.random() * 0.3 for p in made}
+
+    def produce(p: Any) -> None:
+        done.wait(starts[p.producer_id])  # staggered, among the passes
+        for seq in range(sends_each):
+            partition = (p.producer_id + seq % 2) % partitions
+            value = f"{p.producer_id}-{seq}"
+            try:
+                result = _send(services, p, partition, seq // 2, value)
+            except UnknownProducerId:
+                refused[p.producer_id].append(seq)
+                return
+            accepted[p.producer_id].append((partition, result.base_offset, value))
+            if seq == 0:
+                with lock:
+                    first_answered.append(p.producer_id)
+                    if len(first_answered) == count // 3:
+                        a_third_answered.set()
+
+    passes: list[ProducerIdExpiry] = []
+    lock, a_third_answered = threading.Lock(), threading.Event()
+    first_answered: list[int] = []
+
+    def expire() -> None:
+        # Once a third of the producers are kept, the rest race the passes, or come after them.
+        assert a_third_answered.wait(30)
+        while not done.is_set():
+            passes.append(services.producer_expiry.expire(now + 1))
+
+    expiry = _Thread(expire)
+    senders = [_Thread(lambda p=p: produce(p)) for p in made]
+    expiry.start()
+    for t in senders:
+        t.start()
+    for t in senders:
+        t.join(60)
+    done.set()
+    expiry.join(60)
+    assert [t.error for t in [expiry, *senders]] == [None] * (count + 1)
+
+    kept, states = _rows(services)
+    stored = _stored(services)
+    expected: dict[int, list[tuple[int, str]]] = {i: [] for i in range(partitions)}
+    for p in made:
+        pid = p.producer_id
+        if pid in kept:
+            assert (len(accepted[pid]), refused[pid]) == (sends_each, [])
+            assert [(q, last) for q_pid, q, last in states if q_pid == pid] == sorted(
+                [(pid % partitions, sends_each // 2 - 1), ((pid + 1) % partitions, sends_each // 2 - 1)])
+        else:
+            assert (accepted[pid], refused[pid]) == ([], [0])
+            assert [s for s in states if s[0] == pid] == []
+        for partition, offset, value in accepted[pid]:
+            expected[partition].append((offset, value))
+    # Each partition holds exactly the accepted batches, once each, at the offsets answered.
+    assert stored == {q: sorted(records) for q, records in expected.items()}
+    assert all(offsets == list(range(len(offsets))) for offsets in ([o for o, _ in stored[q]] for q in stored))
+    assert sum(d.expired for d in passes) == count - len(kept)
