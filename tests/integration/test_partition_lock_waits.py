@@ -158,3 +158,38 @@ def test_the_coordinator_passes_over_a_transaction_whose_partition_is_held_and_a
 def _state(db: Any, tid: str) -> str:
     with db.read() as conn:
         return conn.execute(text("SELECT state FROM transactions WHERE transactional_id = :t"), {"t": tid}).scalar_one()
+
+
+@ON_POSTGRESQL
+def test_the_log_cleaner_passes_over_a_partition_whose_row_lock_is_held_and_cleans_it_at_the_next_pass(
+        client: TestClient, settings: Settings, clock: Any, db_url: str) -> None:
+    from app.services.log_cleaner import LogCleaner
+    from app.storage.engine import Database, build_engine
+
+    hour = 3_600_000
+    create_topic(client, "t", 2, retention_ms=hour)
+    for partition in (0, 1):  # partition 0 first in the pass
+        r = client.post("/v1/records", json={"batches": [{"topic": "t", "partition": partition, "records": [
+            {"value": v, "timestamp_ms": clock.now_ms - 2 * hour} for v in (1, 2)]}]})
+        assert r.status_code == 200, r.text
+    db = Database(build_engine(db_url, pool_size=2, lock_timeout_ms=LOCK_TIMEOUT_MS))
+    try:
+        cleaner = LogCleaner(db, settings, clock)
+        with db.read() as conn:
+            topic_id = conn.execute(text("SELECT topic_id FROM topics WHERE name = 't'")).scalar_one()
+        holder = _held(db_url, topic_id, 0)
+        passes: list[Any] = []
+        cleaning = threading.Thread(target=lambda: passes.append(cleaner.run_once().retention), daemon=True)
+        try:
+            cleaning.start()
+            cleaning.join(60)
+            assert not cleaning.is_alive(), "the cleaner's pass still waits for the partition's lock"
+        finally:
+            holder.rollback()
+            holder.close()
+            cleaning.join(60)
+        assert passes == [2]  # partition 1's
+
+        assert cleaner.run_once().retention == 2  # partition 0's
+    finally:
+        db.dispose()
