@@ -382,8 +382,9 @@ class LockWaitTimedOut(StorageUnavailable):
     another database session holds it, for a Send its partition's row lock, which an
     application's own transaction holds while it publishes at its COMMIT. The same code as
     StorageUnavailable, retriable as it is: the request may succeed once that session ends. A
-    class of its own so that a chore can pass over the one item it met it on and do the others
-    (app.services.transaction_timeouts), where a database that is down fails the whole pass."""
+    class of its own so that the coordinator's and the log cleaner's passes can pass over the one
+    transaction or partition they met it on and do the others, where a database that is down
+    fails the whole pass."""
 
 
 class SchemaNotMigrated(OutboxError):
