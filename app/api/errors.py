@@ -58,6 +58,7 @@ STATUS_BY_ERROR: dict[type[e.OutboxError], int] = {
     e.GroupSubscribedToTopic: 409,
     e.InvalidSessionTimeout: 400,
     e.StorageUnavailable: 503,
+    e.LockWaitTimedOut: 503,
     e.SchemaNotMigrated: 503,
     e.ThrottlingQuotaExceeded: 429,
     e.ResourceNotFound: 404,

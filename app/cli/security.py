@@ -206,6 +206,8 @@ def appender(settings: Settings, args: argparse.Namespace) -> int:
     if granting and not (topics or args.topic_prefix):
         raise CommandError("name what the role may append to: --topic NAME, --topic-prefix PREFIX or --all-topics",
                            EXIT_USAGE)
+    if granting:
+        _check_appended_names(args.topic, args.topic_prefix)
     password = sys.stdin.readline().rstrip("\n") if granting and args.password_stdin else None
     db = open_existing(settings, pool_size=1)
     try:
@@ -223,6 +225,25 @@ def appender(settings: Settings, args: argparse.Namespace) -> int:
     print(json.dumps({"role": args.role, **({"created": created} if granting else {}), "may_append_to": [
         {"topic": topic, "pattern_type": pattern} for _, topic, pattern in grants]}))
     return 0
+
+
+def _check_appended_names(topics: list[str], prefixes: list[str]) -> None:
+    """A usage error, before the database is asked, for a --topic no topic can be addressed by,
+    or a --topic-prefix no topic's name can start with (the empty one: outbox.append_grants'
+    CHECK refused it, which read as an unavailable database). The address rule, not a new
+    topic's (app.domain.topic_names): it is the one every existing topic's name keeps, and a
+    non-empty beginning of such a name keeps it too."""
+    from app.domain.errors import InvalidRequest
+    from app.domain.topic_names import TOPIC_NAME_MAX_LENGTH, check_topic_address
+
+    for flag, names in (("--topic", topics), ("--topic-prefix", prefixes)):
+        for name in names:
+            try:
+                check_topic_address(name)
+            except InvalidRequest:
+                raise CommandError(f"{flag} {name!r}: no topic's name {'is' if flag == '--topic' else 'starts with'} "
+                                   f"that; a topic's name is 1 to {TOPIC_NAME_MAX_LENGTH} characters without '/' "
+                                   "or control characters", EXIT_USAGE) from None
 
 
 def add_commands(command: Command, verbose: argparse.ArgumentParser) -> None:

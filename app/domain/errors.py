@@ -377,6 +377,16 @@ class StorageUnavailable(OutboxError):
     retriable = True
 
 
+class LockWaitTimedOut(StorageUnavailable):
+    """A statement waited for a lock past OUTBOX_DB_LOCK_TIMEOUT_MS (PostgreSQL's lock_timeout):
+    another database session holds it, for a Send its partition's row lock, which an
+    application's own transaction holds while it publishes at its COMMIT. The same code as
+    StorageUnavailable, retriable as it is: the request may succeed once that session ends. A
+    class of its own so that the coordinator's and the log cleaner's passes can pass over the one
+    transaction or partition they met it on and do the others, where a database that is down
+    fails the whole pass."""
+
+
 class SchemaNotMigrated(OutboxError):
     """The database's schema is not the one this version of the service needs (none yet, an
     older revision, or a newer one): run `outbox migrate`. Retriable: the same request succeeds

@@ -35,7 +35,7 @@ from sqlalchemy import Connection
 from app import metrics
 from app.logs import RateLimitedLog
 from app.domain.clock import Clock
-from app.domain.errors import OffsetOutOfRange
+from app.domain.errors import LockWaitTimedOut, OffsetOutOfRange
 from app.domain.log_cleaning import (
     Compaction,
     RetentionLimits,
@@ -166,9 +166,16 @@ class LogCleaner:
         for state in states:
             if stop():
                 return done
-            done += self._delete_prefix(state, now, stop)
-            if state.config.cleanup_policy.compacts and not stop():
-                done += self._compact(state, now, stop)
+            try:
+                done += self._delete_prefix(state, now, stop)
+                if state.config.cleanup_policy.compacts and not stop():
+                    done += self._compact(state, now, stop)
+            except LockWaitTimedOut as busy:
+                # The partition's row lock held by another session (an appender's long
+                # transaction) past OUTBOX_DB_LOCK_TIMEOUT_MS: its chunks committed so far stay,
+                # the rest waits for the next pass, and the other partitions go on now.
+                logger.warning("cleaning partition %d of topic %r waits for a lock; will retry: %s",
+                               state.partition, state.topic, busy.message)
         done += self._purge_deleted_topics(stop)
         if self._deleted_since_checkpoint:  # the pass's last chunks' pages, before it rests
             self.db.checkpoint()

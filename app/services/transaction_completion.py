@@ -27,6 +27,7 @@ from sqlalchemy import Connection
 
 from app import metrics
 from app.domain.clock import Clock
+from app.domain.errors import LockWaitTimedOut
 from app.domain.transaction import TransactionMetadata
 from app.domain.transit import Complete, Event, Fence, FenceReason, TxnTransit, prepare_transition, then
 from app.domain.types import ControlType, TransactionState
@@ -71,6 +72,9 @@ class TransactionCompletion:
         for tid in ids:
             try:
                 meta = self.complete(tid)
+            except LockWaitTimedOut as busy:  # a partition's row lock held long: a line, no traceback
+                logger.warning("completing transaction %r waits for a lock; will retry: %s", tid, busy.message)
+                continue
             except Exception:  # one bad transaction must not stop the others
                 logger.exception("completing transaction %r failed; will retry", tid)
                 continue

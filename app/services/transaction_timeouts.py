@@ -11,15 +11,20 @@ workers running at once do each one's work once.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 from app import metrics
+from app.domain.errors import LockWaitTimedOut
 from app.domain.transit import Expire, Fence, FenceReason, prepare_transition
 from app.services.transaction_completion import complete_stored, fence
 from app.settings import Settings
 from app.storage import transactions as txns
 from app.storage.dialect import RowLock
 from app.storage.engine import Database, after_commit
+
+
+logger = logging.getLogger(__name__)
 
 
 class TransactionTimeouts:
@@ -33,11 +38,18 @@ class TransactionTimeouts:
         aborted."""
         aborted = []
         for tid in candidates:
-            with self.db.write() as conn:
-                meta = txns.get(conn, tid, lock=RowLock.UPDATE)
-                if meta is None or not meta.is_timed_out(now_ms):
-                    continue  # committed or aborted meanwhile
-                complete_stored(conn, fence(conn, meta, now_ms, Fence(FenceReason.TIMEOUT)), now_ms)
+            try:
+                with self.db.write() as conn:
+                    meta = txns.get(conn, tid, lock=RowLock.UPDATE)
+                    if meta is None or not meta.is_timed_out(now_ms):
+                        continue  # committed or aborted meanwhile
+                    complete_stored(conn, fence(conn, meta, now_ms, Fence(FenceReason.TIMEOUT)), now_ms)
+            except LockWaitTimedOut as busy:
+                # One of its partitions' row locks held by another session (an appender's
+                # long transaction): the others are aborted meanwhile, and this one at the
+                # next pass, which finds it again.
+                logger.warning("aborting timed-out transaction %r waits for a lock; will retry: %s", tid, busy.message)
+                continue
             aborted.append(tid)
         return aborted
 

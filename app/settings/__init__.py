@@ -40,12 +40,16 @@ class Limit:
         return f"{self.low}..{self.high} ({self.settings})"
 
 
+# OUTBOX_DB_LOCK_TIMEOUT_MS's default (see Settings.db_lock_timeout_ms), also the bound of an
+# engine built without settings (app.storage.engine.build_engine).
+DB_LOCK_TIMEOUT_MS = 5_000
+
 # The settings that act on one kind of database only, by that kind; each is refused with a
 # database of the other kind.
 OTHER_BACKENDS_SETTINGS = {
     "sqlite": ("sqlite_busy_timeout_ms", "sqlite_synchronous"),
     # SQLite's connections are files of this process: nothing to test before handing one out.
-    "postgresql": ("db_pool_pre_ping",),
+    "postgresql": ("db_pool_pre_ping", "db_lock_timeout_ms"),
 }
 
 ACCEPTED_DATABASE_URLS = "sqlite:///path.db or postgresql+psycopg://user:password@host:5432/db"
@@ -188,6 +192,17 @@ class Settings(HttpSettings):
     # request that meets a dead connection first (503, retriable), and that failure discards
     # the whole pool.
     db_pool_pre_ping: bool = False
+    # PostgreSQL: the longest any statement of the service waits for a lock (the session's
+    # lock_timeout; app.storage.engine). A Send waits for the row lock of its partition, which
+    # an application's own transaction holds from its outbox.append's publishing at COMMIT to
+    # the end of that commit, and which any role granted appends could hold for as long as it
+    # likes: unbounded, each such wait kept a pooled connection after its client had given up,
+    # until the pool was gone and unrelated Sends and /readyz with it. Legitimate waits are
+    # other Sends' commits to the same partition, milliseconds each, a queue of them at most
+    # the pools' connections long: 5 s is well past that under load and well within a client's
+    # own timeout (the Python client's 30 s, Kafka's request.timeout.ms 30 s), so the client
+    # hears a retriable refusal rather than its own timeout. A bound of PostgreSQL's int.
+    db_lock_timeout_ms: int = Field(default=DB_LOCK_TIMEOUT_MS, ge=1, le=2**31 - 1)
     # One line per request, HTTP (method, route template, status, duration, request id) and Kafka
     # (API and version, duration, error codes, principal, client).
     access_log: bool = True

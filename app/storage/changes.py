@@ -70,19 +70,34 @@ DATA_VERSION_POLL_S = 0.05  # SQLite: how often other processes' commits are loo
 # A partition's last change is remembered at least this long, at most twice it (`_forget`):
 # longer than a long-poll holds its version (OUTBOX_FETCH_MAX_WAIT_MS is at most 600 s).
 FORGET_AFTER_S = 600.0
+# The most partitions whose last change is remembered (`changed`): past it every entry is
+# forgotten at once, as `_forget` forgets old ones (each waiting reader then reads once more).
+# Far more than the partitions of any deployment the log is built for (each is a table of its
+# own on PostgreSQL, and tests of 2,048 came near its lock table), and some 20 MB of entries:
+# a bound in case anything unheard of reaches the map, since notifications of partitions the
+# process does not know are passed over before it (`_hear`).
+MAX_REMEMBERED_PARTITIONS = 100_000
+# PostgreSQL: how soon after a notification of a partition the listener does not know it looks
+# at the partitions' log ends again (`_listen_postgresql`), which wakes that partition's
+# waiters if it is a new one that grew. At most one look a second, however many notifications
+# name partitions that do not exist.
+UNKNOWN_LOOK_S = 1.0
 _CHANGED = "outbox_changed_partitions"
 _ANNOUNCED = "outbox_announced_partitions"  # of _CHANGED, those a statement has notified already
 
 Key = tuple[int, int]  # (topic_id, partition)
 
 _PAYLOAD = re.compile(rb"(0|[1-9][0-9]{0,17}):(0|[1-9][0-9]{0,9})")
+_PARTITION_MAX = 2**31 - 1  # `partitions.partition` is an integer
 
 
 def parse_payload(payload: bytes) -> Key | None:
     """The partition a notification's payload `<topic_id>:<partition>` names (as `announce` and
     the appender write it), or None for anything else."""
     found = _PAYLOAD.fullmatch(payload)
-    return None if found is None else (int(found[1]), int(found[2]))
+    if found is None or int(found[2]) > _PARTITION_MAX:
+        return None
+    return int(found[1]), int(found[2])
 
 
 def mark_changed(conn: Connection, topic_id: int, partition: int, *, announced: bool = False) -> None:
@@ -152,6 +167,7 @@ class LogChanges:
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._warn_of_odd_payload = RateLimitedLog(logger)  # `_hear`: a payload naming no partition
+        self._unknown_heard = False  # `_hear`: a partition not known at the listener's last look
         # PostgreSQL: the listener waits on its connection's socket and on this pair's reading
         # end, to which `close` writes, so that a stop is seen at once rather than at the end
         # of a wait (a timed wait made every app's shutdown wait half of it on average).
@@ -279,6 +295,10 @@ class LogChanges:
                 self._changed_at[k] = now
                 if k in self._waiters:
                     waited.append(k)
+            if len(self._changed_at) > MAX_REMEMBERED_PARTITIONS:
+                # Raised before the entries go: `moved` reads it after them.
+                self._everything_at = now
+                self._changed_at.clear()
             self._forget()
         if waited and self._loop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._wake, waited)
@@ -340,7 +360,8 @@ class LogChanges:
                     # Anything committed while no connection listened was not heard.
                     self.changed_everywhere()
                     self.listening.set()
-                    self._hear_kept(conn)
+                    self._unknown_heard = False
+                    self._hear_kept(conn, ends)
                     looked = time.monotonic()
                     # Every Send's commit notifies, this process's own too, so this thread
                     # wakes once a Send. What has arrived is read off the socket by libpq
@@ -353,18 +374,23 @@ class LogChanges:
                     pgconn = conn.pgconn
                     while not self.closing:
                         pgconn.consume_input()
-                        heard = []
+                        heard: list[Key] = []
                         while (notify := pgconn.notifies()) is not None:
-                            self._hear(notify.extra, heard)
+                            self._hear(notify.extra, heard, ends)
                         if heard:
                             self.changed(heard)
-                        if time.monotonic() - looked >= RECHECK_S:
+                        # A notification of a partition not known at the last look: a new one,
+                        # or one that does not exist (any role may NOTIFY). The look soon after
+                        # tells which, and wakes a new one's waiters if it grew.
+                        wait_s = UNKNOWN_LOOK_S if self._unknown_heard else RECHECK_S
+                        if time.monotonic() - looked >= wait_s:
+                            self._unknown_heard = False
                             ends = self._wake_grown(ends, _log_ends(conn))
-                            self._hear_kept(conn)
+                            self._hear_kept(conn, ends)
                             looked = time.monotonic()
                             continue
                         # Until the server sends something, `close` signals, or the next look.
-                        sockets.select(max(0.0, RECHECK_S - (time.monotonic() - looked)))
+                        sockets.select(max(0.0, wait_s - (time.monotonic() - looked)))
             except Exception as e:  # noqa: BLE001 - the database may be restarting: waiters time out meanwhile
                 self.listening.clear()
                 if self.closing:
@@ -373,25 +399,34 @@ class LogChanges:
                                type(e).__name__, RECHECK_S)
                 self._closing.wait(RECHECK_S)
 
-    def _hear_kept(self, conn: Any) -> None:
+    def _hear_kept(self, conn: Any, known: dict[Key, int]) -> None:
         """Pass on the notifications psycopg kept while a query of this thread's ran on `conn`
         (it takes them off the socket then, where libpq's own read no longer finds them), and
         whatever else has arrived, without waiting."""
         heard: list[Key] = []
         for notify in conn.notifies(timeout=0):
-            self._hear(notify.payload.encode(), heard)
+            self._hear(notify.payload.encode(), heard, known)
         if heard:
             self.changed(heard)
 
-    def _hear(self, payload: bytes, heard: list[Key]) -> None:
-        """Add the partition a notification names to `heard`. Any role that may connect to the
-        database may NOTIFY on the channel, a read-only one too: a payload that is not
-        `<topic_id>:<partition>` is passed over (with a rate-limited warning) rather than raised,
-        which would drop the connection and leave every waiting reader unheard until the
-        listener came back, RECHECK_S later."""
+    def _hear(self, payload: bytes, heard: list[Key], known: dict[Key, int]) -> None:
+        """Add the partition a notification names to `heard`, if it is one of `known` (the
+        partitions at the listener's last look) or one a reader of this process waits on. Any
+        role that may connect to the database may NOTIFY on the channel, a read-only one too,
+        with any payload: so a payload that is not `<topic_id>:<partition>` is passed over (with
+        a rate-limited warning) rather than raised, which would drop the connection and leave
+        every waiting reader unheard until the listener came back, RECHECK_S later; and one of a
+        partition not known is not remembered, which a million of them took serve's memory up
+        by 160 MB for FORGET_AFTER_S, but asks for a look at the log ends soon
+        (UNKNOWN_LOOK_S), which finds a partition created since."""
         key = parse_payload(payload)
         if key is not None:
-            heard.append(key)
+            # `_waiters` read without the lock: a waiter registered just after is told by the
+            # look, a second at most later.
+            if key in known or key in self._waiters:
+                heard.append(key)
+            else:
+                self._unknown_heard = True
             return
         self._warn_of_odd_payload("passed over a notification on %s that names no partition (%d bytes); "
                                   "some role other than this service's sends on that channel", CHANNEL, len(payload))

@@ -23,7 +23,7 @@ from sqlalchemy.pool import NullPool
 
 from app.domain.errors import StorageUnavailable
 from app.database_url import DRIVERS, sqlite_in_memory
-from app.settings import Settings
+from app.settings import DB_LOCK_TIMEOUT_MS, Settings
 from app.storage import changes, dialect
 from app.storage.errors import translate_driver_errors
 
@@ -106,6 +106,7 @@ def build_engine(
     sqlite_busy_timeout_ms: int = 30_000,
     sqlite_synchronous: str = "FULL",
     pool_pre_ping: bool = False,
+    lock_timeout_ms: int = DB_LOCK_TIMEOUT_MS,
 ) -> Engine:
     url = normalise_url(url)
     if url.startswith("sqlite"):
@@ -132,6 +133,7 @@ def build_engine(
         pool_pre_ping=pool_pre_ping,
     )
     event.listen(engine, "connect", _no_jit)
+    event.listen(engine, "connect", functools.partial(_bound_lock_waits, int(lock_timeout_ms)))
     event.listen(engine, "do_execute", _plan_records_statements_each_time)
     return engine
 
@@ -147,6 +149,21 @@ def _no_jit(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
     role's default and an `options` of the database URL: the service has no use for JIT."""
     with dbapi_connection.cursor() as cur:
         cur.execute("SET jit = off")
+    dbapi_connection.commit()
+
+
+def _bound_lock_waits(lock_timeout_ms: int, dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+    """PostgreSQL: every statement of the service's connections waits at most `lock_timeout_ms`
+    for a lock (OUTBOX_DB_LOCK_TIMEOUT_MS), then fails with lock_not_available, which
+    app.storage.errors answers as a retriable StorageUnavailable. A partition's row lock, which
+    every Send, marker and topic change takes, can be held by any role granted appends for as
+    long as its transaction lasts (outbox.append publishes at its COMMIT): an unbounded wait
+    kept its pooled connection after the client had given up, and enough of them took the whole
+    pool, unrelated Sends and /readyz included. The background chores meet the same bound and
+    try again at their next pass. A session setting, like jit: a SET LOCAL (migrations) or
+    the purge's own patience (app.storage.record_leaves) sets it back when done."""
+    with dbapi_connection.cursor() as cur:
+        cur.execute(f"SET lock_timeout = {lock_timeout_ms}")
     dbapi_connection.commit()
 
 
@@ -419,6 +436,7 @@ def open_database(settings: Settings, *, pool_size: int) -> Database:
         sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms,
         sqlite_synchronous=settings.sqlite_synchronous,
         pool_pre_ping=settings.db_pool_pre_ping,
+        lock_timeout_ms=settings.db_lock_timeout_ms,
     )
     return Database(
         engine,

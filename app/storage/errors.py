@@ -9,7 +9,7 @@ import sqlite3
 import psycopg
 from sqlalchemy import exc
 
-from app.domain.errors import InvalidRequest, StorageUnavailable, first_line
+from app.domain.errors import InvalidRequest, LockWaitTimedOut, StorageUnavailable, first_line
 
 # PostgreSQL's SQLSTATE for a lock not taken within lock_timeout (or NOWAIT).
 LOCK_NOT_AVAILABLE = "55P03"
@@ -18,11 +18,20 @@ LOCK_NOT_AVAILABLE = "55P03"
 _RETRIABLE_SQLSTATES = {"40001", "40P01", LOCK_NOT_AVAILABLE, "53300", "57P03", "57P01", "57P02"}
 
 
+# What a statement that waited out its lock_timeout (OUTBOX_DB_LOCK_TIMEOUT_MS, set on every
+# connection by app.storage.engine) is answered: the database is up, another session holds the
+# lock (for a Send, its partition's row lock), and the same request may succeed shortly.
+LOCK_WAIT_TIMED_OUT = ("database busy: a lock this request needs (a partition's, for a Send) is held by another "
+                       "database session past OUTBOX_DB_LOCK_TIMEOUT_MS; try again")
+
+
 @contextmanager
 def translate_driver_errors() -> Iterator[None]:
     try:
         yield
     except exc.OperationalError as e:
+        if getattr(e.orig, "sqlstate", None) == LOCK_NOT_AVAILABLE:
+            raise LockWaitTimedOut(LOCK_WAIT_TIMED_OUT) from e
         raise StorageUnavailable(f"database unavailable: {first_line(e.orig or e)}") from e
     except exc.TimeoutError as e:
         # The pool's wait for a connection ran out: every connection is in use (clients that
@@ -46,6 +55,8 @@ def translate_driver_errors() -> Iterator[None]:
     except sqlite3.DataError as e:
         raise InvalidRequest(f"value refused by the database: {first_line(e)}") from e
     except psycopg.OperationalError as e:
+        if e.sqlstate == LOCK_NOT_AVAILABLE:
+            raise LockWaitTimedOut(LOCK_WAIT_TIMED_OUT) from e
         raise StorageUnavailable(f"database unavailable: {first_line(e)}") from e
     except psycopg.DataError as e:
         raise InvalidRequest(f"value refused by the database: {first_line(e)}") from e

@@ -5,6 +5,9 @@ appenders, then dropped with their records and their partitions' views."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from sqlalchemy import Connection, text
 from sqlalchemy.exc import OperationalError
 
@@ -53,35 +56,49 @@ _ORPHANED_LEAF_TOPICS = text(
 )
 
 
-# How long a leaf's detach (CONCURRENTLY, or its FINALIZE) waits for the transactions using
-# `records` before it gives up until the next pass. While it waits it holds `records` in SHARE
-# UPDATE EXCLUSIVE mode, which a topic creation's ATTACH of its leaves needs too: a long read of
-# the view (pg_dump, a Spark job) would otherwise hold every CreateTopics and CreatePartitions
-# behind the purge for as long as it reads. Given up, the leaf stays "detach pending", invisible
-# to new statements, and the next pass finishes it (finish_pending_detach).
+# How long each statement of a purge (a leaf's detach, CONCURRENTLY or its FINALIZE, a view's or
+# a leaf's DROP) waits for the transactions using what it changes before it gives up until the
+# next pass. A detach waiting holds `records` in SHARE UPDATE EXCLUSIVE mode, which a topic
+# creation's ATTACH of its leaves needs too: a long read of the view (pg_dump, a Spark job)
+# would otherwise hold every CreateTopics and CreatePartitions behind the purge for as long as
+# it reads. A DROP VIEW waits for every open transaction that read the partition's view (a
+# reader role's): it held the whole cleaner pass, retention and compaction of every partition
+# with it, for as long as that reader left its transaction open. Given up, a leaf stays
+# "detach pending", invisible to new statements, and the next pass finishes it
+# (finish_pending_detach); a view or a leaf not dropped is dropped then.
 DETACH_PATIENCE = "2s"
 
 
 class LeafBusy(Exception):
-    """A leaf's detach gave up after DETACH_PATIENCE: transactions using `records` still run.
-    `dropped`: the records of the leaves dropped before it, by the call it interrupted."""
+    """A statement of the purge gave up after DETACH_PATIENCE: transactions using `records`, a
+    leaf or a partition's view still run. `dropped`: the records of the leaves dropped before
+    it, by the call it interrupted."""
 
     def __init__(self, message: str, dropped: int = 0) -> None:
         super().__init__(message)
         self.dropped = dropped
 
 
-def _detach(conn: Connection, leaf: str, how: str) -> None:
+@contextmanager
+def _patient(conn: Connection, what: str) -> Iterator[None]:
+    """Run the statements of the block waiting at most DETACH_PATIENCE for a lock; LeafBusy
+    (naming `what`) where one waited longer. The connection's own bound (app.storage.engine,
+    OUTBOX_DB_LOCK_TIMEOUT_MS) is set back after."""
+    before = conn.exec_driver_sql("SELECT current_setting('lock_timeout')").scalar_one()
     conn.exec_driver_sql(f"SET lock_timeout = '{DETACH_PATIENCE}'")
     try:
-        conn.exec_driver_sql(f"ALTER TABLE records DETACH PARTITION {leaf} {how}")
+        yield
     except OperationalError as e:
         if getattr(e.orig, "sqlstate", None) != LOCK_NOT_AVAILABLE:
             raise
-        raise LeafBusy(f"the detach of {leaf} waits for transactions using records; "
-                       "it goes on at the next pass") from None
+        raise LeafBusy(f"{what} waits for transactions using it; it goes on at the next pass") from None
     finally:
-        conn.exec_driver_sql("RESET lock_timeout")
+        conn.execute(text("SELECT set_config('lock_timeout', :before, false)"), {"before": before})
+
+
+def _detach(conn: Connection, leaf: str, how: str) -> None:
+    with _patient(conn, f"the detach of {leaf}"):
+        conn.exec_driver_sql(f"ALTER TABLE records DETACH PARTITION {leaf} {how}")
 
 
 def finish_pending_detach(conn: Connection) -> None:
@@ -105,19 +122,24 @@ def drop_record_leaves(conn: Connection, topic_id: int) -> int:
     ACCESS EXCLUSIVE mode, and every reader and appender would wait behind it. Resumable: a
     detach interrupted midway is finished (FINALIZE), a leaf detached and not dropped is
     dropped. LeafBusy where a detach still waits for a reader after DETACH_PATIENCE: the leaves
-    dropped until then are gone, the rest left for the next pass."""
+    dropped until then are gone, the rest left for the next pass; so where a view's or a
+    leaf's DROP waits past it for a transaction that read them."""
     held = 0
     for name, detaching in conn.execute(_TOPIC_LEAVES, {"leaf": record_leaf_pattern(topic_id)}).all():
         leaf = f'"{name}"'
         # The partition's view first: it reads `records`, not the leaf, so nothing else
         # removes it, and a topic created later under another id never shows through it.
         _, partition = (int(n) for n in RECORD_LEAF.fullmatch(name).groups())  # type: ignore[union-attr]
-        conn.exec_driver_sql(f"DROP VIEW IF EXISTS {partition_view(topic_id, partition)}")
-        if detaching is not None:
-            try:
+        view = partition_view(topic_id, partition)
+        try:
+            with _patient(conn, f"the drop of {view}"):
+                conn.exec_driver_sql(f"DROP VIEW IF EXISTS {view}")
+            if detaching is not None:
                 _detach(conn, leaf, "FINALIZE" if detaching else "CONCURRENTLY")
-            except LeafBusy as busy:
-                raise LeafBusy(str(busy), dropped=held) from None
-        held += conn.exec_driver_sql(f"SELECT count(*) FROM {leaf}").scalar_one()
-        conn.exec_driver_sql(f"DROP TABLE {leaf}")
+            with _patient(conn, f"the drop of {leaf}"):
+                count = conn.exec_driver_sql(f"SELECT count(*) FROM {leaf}").scalar_one()
+                conn.exec_driver_sql(f"DROP TABLE {leaf}")
+        except LeafBusy as busy:
+            raise LeafBusy(str(busy), dropped=held) from None
+        held += count
     return held

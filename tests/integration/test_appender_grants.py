@@ -192,3 +192,21 @@ def test_a_role_the_database_refuses_is_the_commands_mistake_not_an_unavailable_
     done = cli(db_url, *args)
 
     assert (done.returncode, done.stderr) == (EXIT_FAILURE, f"outbox: error: {error}\n")
+
+
+@pytest.mark.parametrize(("args", "error"), [
+    (("--topic-prefix", ""), "--topic-prefix '': no topic's name starts with that"),
+    (("--topic", "no/such"), "--topic 'no/such': no topic's name is that"),
+    (("--topic", ""), "--topic '': no topic's name is that"),
+    (("--topic", "orders", "--topic-prefix", "shop\n"), "--topic-prefix 'shop\\n': no topic's name starts with that"),
+    (("--topic", "x" * 250), f"--topic '{'x' * 250}': no topic's name is that"),
+], ids=["empty prefix", "a slash", "empty name", "a control character", "too long"])
+def test_grant_appender_for_a_name_no_topic_can_have_is_a_usage_error_and_grants_nothing(
+        admin_url: str, role: str, db_url: str, cli: Run, args: tuple[str, ...], error: str) -> None:
+    done = cli(db_url, "grant-appender", role, *args)
+
+    assert (done.returncode, done.stderr) == (
+        EXIT_USAGE, f"outbox: error: {error}; a topic's name is 1 to 249 characters without '/' or control "
+                    "characters\n")
+    with psycopg.connect(admin_url) as conn:
+        assert conn.execute("SELECT count(*) FROM outbox.append_grants WHERE role = %s", (role,)).fetchone() == (0,)

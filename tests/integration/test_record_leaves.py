@@ -434,3 +434,35 @@ def test_a_groups_lag_locks_the_leaves_of_the_partitions_it_counts_and_no_other(
         conn.rollback()
     assert [(g.group_id, g.topic_id, g.partition, g.count) for g in counted] == [("g", b, 1, 2), ("h", c, 2, 0)]
     assert locked == {f"records_{b}_1", f"records_{c}_2"}
+
+
+def test_a_purge_gives_up_a_partitions_view_an_open_reader_holds_and_drops_it_at_the_next_pass(  # type: ignore[no-untyped-def]
+        client, services, clock, db_url) -> None:
+    """A reader's transaction left open after reading a partition's view holds the view: the
+    purge's DROP VIEW waited for it, with the whole cleaner pass (retention and compaction of
+    every partition), for as long as the reader kept it open. It gives up after
+    DETACH_PATIENCE, as a detach does, and drops the view at the pass after the reader."""
+    create_topic(client, "gone", 1)
+    gone = topic_id(db_url, "gone")
+    produce(client, "gone", 0, [1, 2])
+    cleaner = LogCleaner(services.db, services.settings, clock)
+    passes: list[int] = []
+    dsn = db_url.replace("postgresql+psycopg", "postgresql")
+    with psycopg.connect(dsn) as reader:
+        reader.execute(f"SELECT count(*) FROM {partition_view(gone, 0)}")
+        assert client.delete("/v1/topics/gone").status_code == 204
+        purging = threading.Thread(target=lambda: passes.append(cleaner.run_once().topics_purged))
+        purging.start()
+        purging.join(60)
+        try:
+            assert not purging.is_alive(), "the purge still waits for the reader of the view"
+            assert passes == [0]
+            assert partition_view(gone, 0) in view_names(db_url)
+            assert f"records_{gone}_0" in leaves(db_url)
+        finally:
+            reader.rollback()
+            purging.join(60)
+
+    assert cleaner.run_once().topics_purged == 2
+    assert partition_view(gone, 0) not in view_names(db_url)
+    assert f"records_{gone}_0" not in leaf_tables(db_url)

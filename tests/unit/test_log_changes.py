@@ -172,3 +172,18 @@ def test_a_reader_whose_version_predates_a_forgotten_change_is_told_its_partitio
     assert remembered == 1  # OTHER's change is forgotten...
     assert old_moved is True  # ...and the reader that had not seen it is still told of it
     assert fresh_moved is False
+
+
+def test_past_the_most_partitions_remembered_every_entry_is_forgotten_and_readers_read_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A bound whatever reaches the map: a reader whose version predates the forgetting is told
+    # its partitions may have changed (one read more), never sleeps through a change.
+    monkeypatch.setattr("app.storage.changes.MAX_REMEMBERED_PARTITIONS", 10)
+
+    async def scenario(changes: LogChanges) -> tuple[int, bool, bool]:
+        old = changes.now()
+        changes.changed([OTHER])
+        changes.changed([(topic_id, 0) for topic_id in range(100, 120)])
+        return len(changes._changed_at), changes.moved([OTHER], old), changes.moved([OTHER], changes.now())
+
+    assert _run(scenario) == (0, True, False)

@@ -19,7 +19,7 @@ def test_a_payload_naming_a_partition_is_that_partition(payload: bytes, key: tup
 
 @pytest.mark.parametrize("payload", [
     b"", b"7", b"7:", b":3", b"7:3:1", b"-1:2", b"7:-2", b" 7:3", b"7:3\n", b"07:3", b"7:x", b"\xff:1",
-    b"1" * 19 + b":1", b"1:" + b"1" * 11,
+    b"1" * 19 + b":1", b"1:" + b"1" * 11, b"1:2147483648",
 ])
 def test_anything_else_names_no_partition(payload: bytes) -> None:
     assert parse_payload(payload) is None

@@ -334,6 +334,8 @@ def test_an_offsets_retention_outside_kafkas_range_is_refused_at_startup(minutes
     ("postgresql+psycopg://u@h/db", {"sqlite_busy_timeout_ms": 100, "sqlite_synchronous": "NORMAL"},
      "OUTBOX_SQLITE_BUSY_TIMEOUT_MS, OUTBOX_SQLITE_SYNCHRONOUS"),
     ("sqlite:///x.db", {"db_pool_pre_ping": True}, "OUTBOX_DB_POOL_PRE_PING"),
+    # SQLite's writers wait on OUTBOX_SQLITE_BUSY_TIMEOUT_MS instead.
+    ("sqlite:///x.db", {"db_lock_timeout_ms": 1_000}, "OUTBOX_DB_LOCK_TIMEOUT_MS"),
 ])
 def test_a_setting_of_the_other_kind_of_database_is_refused(url: str, given: dict, refused: str) -> None:  # type: ignore[type-arg]
     # Taken and ignored, OUTBOX_SQLITE_SYNCHRONOUS=FULL would promise flushes PostgreSQL's own
