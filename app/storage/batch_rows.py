@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy import BigInteger, Boolean, Integer, String, bindparam, exists, literal, select
+from sqlalchemy import BigInteger, Integer, String, bindparam, exists, literal, select
 
 from app.domain.types import ControlType, RecordState
 from app.storage.log_end import TAKEN, TAKEN_JOINING, Joining
-from app.storage.tables import record_batches
+from app.storage.tables import Flag, record_batches
 
 if TYPE_CHECKING:
     from app.storage.markers import MarkerOwner
@@ -119,7 +119,7 @@ def batch_row_part(state: RecordState, written: Any = None, joining: Joining | N
         bindparam("r_txn_id", type_=BigInteger) if joining is None else taken.c.txn_id,
         literal(state.value, String),
         literal(None, BigInteger) if position is None else position,
-        literal(plain, Boolean),
+        literal(plain, Flag),
     ).select_from(taken)
     if written is not None:
         row = row.where(exists(select(written)))

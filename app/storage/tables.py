@@ -144,6 +144,19 @@ deleted_topics = Table(
     Column("deleted_ms", BigInteger, nullable=False),
 )
 
+class Flag(TypeDecorator[bool]):
+    """A boolean that both drivers take as given (psycopg as a boolean, sqlite3's bool as the
+    integer it is), so SQLAlchemy converts nothing on the way in: a statement that writes one
+    may run on the driver's cursor (dialect.rows_on_driver refuses any bind value SQLAlchemy
+    would convert, and Boolean's is on SQLite). Read back as a bool, as Boolean is."""
+
+    impl = Boolean
+    cache_ok = True
+
+    def bind_processor(self, dialect: Any) -> None:  # type: ignore[override]
+        return None
+
+
 # The partition logs: data records and control markers. Who wrote a record (producer id,
 # epoch, sequence, transaction) and what became of it are its batch's row in record_batches
 # below, written once a batch: since migration 0023 no record carries them. A control marker
@@ -168,7 +181,7 @@ records = Table(
     # committed exactly when it exists, at its own offset, which the view committed_records
     # reads as a range of this table, without its batch row. False for everything else,
     # and for every record written before 0041.
-    Column("self_committed", Boolean, nullable=False, server_default=false()),
+    Column("self_committed", Flag, nullable=False, server_default=false()),
     PrimaryKeyConstraint("topic_id", "partition", "offset"),
     one_of("control_type", ControlType, nullable=True),
     CheckConstraint("key IS NULL OR key_bytes IS NULL", name="one_key"),
@@ -249,7 +262,7 @@ record_batches = Table(
     # flagged too (records.self_committed). The view committed_records reads them without this
     # row, and reads through this row only the batches not flagged (docs/DESIGN-batches.md,
     # "Self-committed records").
-    Column("self_committed", Boolean, nullable=False, server_default=false()),
+    Column("self_committed", Flag, nullable=False, server_default=false()),
     PrimaryKeyConstraint("topic_id", "partition", "base_offset"),
     one_of("control_type", ControlType, nullable=True),
     one_of("state", RecordState, nullable=True),

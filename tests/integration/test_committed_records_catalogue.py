@@ -27,7 +27,8 @@ def _definition(conn, view: str) -> str:  # type: ignore[no-untyped-def]
 
 def one_partition(topic_id: int, partition: int) -> dict[str, str]:
     return {"topic_id": str(topic_id), "partition": str(partition),
-            "of_partition": f'\n  AND b.topic_id = {topic_id} AND b."partition" = {partition}'}
+            "of_partition": f'\n  AND b.topic_id = {topic_id} AND b."partition" = {partition}',
+            "records_of_partition": f'\n  AND r.topic_id = {topic_id} AND r."partition" = {partition}'}
 
 
 def test_the_migrated_view_is_the_catalogues(database) -> None:  # type: ignore[no-untyped-def]
