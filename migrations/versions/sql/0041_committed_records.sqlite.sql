@@ -13,9 +13,15 @@ CREATE VIEW committed_records AS
 -- with no batch row to look up per record. Atomic visibility holds as for any row: a reader sees
 -- the whole batch or none of it. Only such records are flagged: a transactional batch's records
 -- exist before their commit, an idempotent one's producer is its batch row's.
+--
+-- Each column has the same affinity in both parts (producer_id and commit_position CAST AS
+-- INTEGER): SQLite flattens a UNION ALL into the query that reads it only then, and only
+-- flattened does a reader's condition holding a subquery (Spark's bound on batch_position,
+-- spark_jobs/reader/statement.py) bound each part's index range; otherwise it is a filter
+-- over every batch from the window's start to the partition's end.
 SELECT t.name AS topic, p.topic_id, p."partition", r."offset",
        r."offset" AS commit_position,
-       r.timestamp_ms, r.key, r.value, r.headers, NULL AS producer_id,
+       r.timestamp_ms, r.key, r.value, r.headers, CAST(NULL AS INTEGER) AS producer_id,
        FALSE AS transactional, r.key_bytes, r.value_bytes,
        r."offset" AS batch_position
 FROM topics t
@@ -38,7 +44,7 @@ UNION ALL
 -- (a CASE over both tables) is only a filter, and alone it walks every committed batch of the
 -- partition.
 SELECT t.name AS topic, p.topic_id, p."partition", r."offset",
-       CASE WHEN b.txn_id IS NULL THEN r."offset" ELSE b.commit_position END AS commit_position,
+       CAST(CASE WHEN b.txn_id IS NULL THEN r."offset" ELSE b.commit_position END AS INTEGER) AS commit_position,
        r.timestamp_ms, r.key, r.value, r.headers, b.producer_id,
        b.txn_id IS NOT NULL AS transactional, r.key_bytes, r.value_bytes,
        b.commit_position AS batch_position
