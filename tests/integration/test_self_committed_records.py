@@ -10,6 +10,7 @@ from typing import Any
 
 from sqlalchemy import create_engine, text
 
+from spark_jobs.reader import statement
 from tests.helpers import batch, begin, create_topic, ident, init_producer, send
 
 
@@ -104,3 +105,25 @@ def test_the_view_reads_flagged_and_unflagged_plain_batches_and_a_transactions_a
         (6, 6, "6", None, False, 6), (7, 7, "7", None, False, 7),
         (8, 8, "8", pid, False, 8),
     ]
+
+
+def test_a_ranges_end_inside_a_batch_read_through_its_row_past_the_probes_window_reads_the_batch(
+        client: Any, db_url: str, monkeypatch: Any) -> None:
+    """A range of positions that ends inside a plain batch written before 0041 (read through its
+    row, positioned at its last offset) further past the end than NEXT_BATCH_WINDOW: the first
+    probe for the next batch finds nothing, the second finds that batch, and the range's
+    records in it are read. Bounded at end - 1 instead, they would be left out."""
+    monkeypatch.setattr(statement, "NEXT_BATCH_WINDOW", 3)
+    create_topic(client, "t")
+    assert send(client, [batch("t", 0, list(range(10)))]).status_code == 200
+    engine = create_engine(db_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("UPDATE records SET self_committed = FALSE"))
+            conn.execute(text("UPDATE record_batches SET self_committed = FALSE"))
+        with engine.connect() as conn:
+            read = conn.execute(text('SELECT "offset" FROM committed_records WHERE ' + " AND ".join(
+                statement.positions_predicate("t", 0, 2, 5, conn.dialect.name)) + ' ORDER BY "offset"')).scalars().all()
+    finally:
+        engine.dispose()
+    assert read == [2, 3, 4]
