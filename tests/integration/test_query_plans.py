@@ -160,9 +160,9 @@ def _view_scans(lines: list[str]) -> list[str]:
     return out
 
 
-# The view's two parts (app/storage/sql/committed_records.*.sql), as _view_scans reads their
-# scans: the self-committed records, a range of the records' primary key; then the committed
-# batches not flagged (their index's range), each joined to its run.
+# The view's two parts (app/storage/sql/committed_records.postgresql.sql, and SQLite's), as
+# _view_scans reads their scans: the self-committed records, a range of the records' primary
+# key; then the committed batches not flagged (their index's range), each joined to its run.
 _VIEW_PARTS = ["pk_records", "ix_record_batches_committed_joined", "pk_records"]
 
 
