@@ -51,13 +51,14 @@ def prototype_view_sql() -> str:
     sql = render(load("committed_records.postgresql.sql"), {"view": "committed_records", **EVERY_PARTITION})
     # 1. The view's name: the service's own view stays as it is.
     named = sql.replace("CREATE OR REPLACE VIEW committed_records AS", f"CREATE OR REPLACE VIEW {VIEW} AS")
-    # 2. The two array columns beside `headers`, in both of the view's column lists: the outer
-    #    SELECT's and its LATERAL subquery's, which reads them from `records`.
+    # 2. The two array columns beside `headers`, in each of the view's column lists: its
+    #    self-committed part's, and its batch part's outer SELECT's and LATERAL subquery's, each
+    #    reading them from `records`.
     widened = named.replace("r.headers,", f"r.headers, r.{KEYS}, r.{VALUES},")
     # A view whose text moved so that a substitution no longer matches would otherwise replace
     # the service's own view (1), or make a prototype without the arrays and read_header_arrays
     # fail far from the cause (2).
-    if named == sql or sql.count("r.headers,") != 2:
+    if named == sql or sql.count("r.headers,") != 3:
         raise RuntimeError("app/storage/sql/committed_records.postgresql.sql changed: update the prototype's "
                            "substitutions in benchmarks/header_arrays_prototype.py")
     return widened

@@ -73,7 +73,8 @@ def rendered(view: str, topic_id: int, partition: int) -> str:
     """The template rendered as outbox.create_partition_view renders a partition's view."""
     return render(load("committed_records.postgresql.sql"), {
         "view": view, "topic_id": str(int(topic_id)), "partition": str(int(partition)),
-        "of_partition": f'\n  AND b.topic_id = {int(topic_id)} AND b."partition" = {int(partition)}'})
+        "of_partition": f'\n  AND b.topic_id = {int(topic_id)} AND b."partition" = {int(partition)}',
+        "records_of_partition": f'\n  AND r.topic_id = {int(topic_id)} AND r."partition" = {int(partition)}'})
 
 
 def rewritten(sql: str, pattern: str, replacement: str) -> str:

@@ -87,6 +87,10 @@ class Stored:
     timestamp_ms: int = 5
     key_bytes: bytes | None = None
     value_bytes: bytes | None = None
+    # Every appender here appends without a producer or a transaction: each record it writes,
+    # and its batch row (tests/batch_rows.py holds the two together), is self-committed
+    # (docs/DESIGN-batches.md, "Self-committed records").
+    self_committed: bool = True
 
 
 @dataclass(frozen=True)

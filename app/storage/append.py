@@ -23,6 +23,7 @@ from app.storage.batch_rows import (
     batch_row_params,
     batch_state,
     marker_batch_row,
+    self_committed,
 )
 from app.storage.log_end import Joining, NotJoined, take_offsets, take_offsets_with
 from app.storage.markers import MarkerOwner, marker_row
@@ -247,7 +248,7 @@ def append_batches(
                 }
             )
 
-    write_records(conn, appended, bytes_appended, marker_rows)
+    write_records(conn, appended, bytes_appended, marker_rows, self_committed=self_committed(producer_id, txn_id))
     if batch_rows:
         # The batch rows that no statement taking offsets wrote (SQLite's; on PostgreSQL a
         # batch judged by check_sequence, and the COMMIT markers of a Commit's carried batches),

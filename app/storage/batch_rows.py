@@ -14,7 +14,7 @@ from sqlalchemy import BigInteger, Integer, String, bindparam, exists, literal, 
 
 from app.domain.types import ControlType, RecordState
 from app.storage.log_end import TAKEN, TAKEN_JOINING, Joining
-from app.storage.tables import record_batches
+from app.storage.tables import Flag, record_batches
 
 if TYPE_CHECKING:
     from app.storage.markers import MarkerOwner
@@ -43,6 +43,15 @@ def commit_position(state: RecordState, run_end: Position) -> Position | None:
     return run_end - 1 if state is RecordState.COMMITTED else None  # type: ignore[operator]
 
 
+def self_committed(producer_id: int | None, txn_id: int | None) -> bool:
+    """Whether a batch appended by this producer in this transaction is self-committed (its
+    row's and its records' self_committed, docs/DESIGN-batches.md): one with neither, whose
+    records are committed exactly when they exist, each at its own offset, as every writer
+    writes them with its row in one database transaction. An idempotent producer's batch is
+    not: the view reads its producer id from its row."""
+    return producer_id is None and txn_id is None
+
+
 def batch_row(topic_id: int, partition: int, base_offset: int, record_count: int, *, base_sequence: int | None,
               producer_id: int | None, producer_epoch: int | None, txn_id: int | None,
               with_marker: bool) -> dict[str, object]:
@@ -61,6 +70,7 @@ def batch_row(topic_id: int, partition: int, base_offset: int, record_count: int
         "control_type": None,
         "state": state.value,
         "commit_position": commit_position(state, base_offset + record_count + (1 if with_marker else 0)),
+        "self_committed": self_committed(producer_id, txn_id),
     }
 
 
@@ -81,6 +91,7 @@ def marker_batch_row(topic_id: int, partition: int, offset: int, owner: MarkerOw
         "control_type": control_type.value,
         "state": None,
         "commit_position": None,
+        "self_committed": False,
     }
 
 
@@ -89,13 +100,15 @@ def marker_batch_row(topic_id: int, partition: int, offset: int, owner: MarkerOw
 # less the offsets taken (p_count: its records', and its marker's if it has one), and its run
 # ends there. The r_ bind parameters are batch_row_params'; the p_ ones take_offsets_with's.
 _COLUMNS = ("topic_id", "partition", "base_offset", "record_count", "producer_id", "producer_epoch",
-            "base_sequence", "txn_id", "state", "commit_position")
+            "base_sequence", "txn_id", "state", "commit_position", "self_committed")
 
 
-def batch_row_part(state: RecordState, written: Any = None, joining: Joining | None = None) -> Any:
+def batch_row_part(state: RecordState, written: Any = None, joining: Joining | None = None, *,
+                   plain: bool = False) -> Any:
     """The CTE that writes the row of a batch appended in `state` (batch_state). `written`: the
     statement's part whose rows say the batch is appended (none, and the batch row is not
-    written either). `joining`: over TAKEN_JOINING[joining], whose txn_id the row takes."""
+    written either). `joining`: over TAKEN_JOINING[joining], whose txn_id the row takes.
+    `plain`: a batch with neither a producer nor a transaction (self_committed)."""
     taken = TAKEN if joining is None else TAKEN_JOINING[joining]
     position = commit_position(state, taken.c.next_offset)
     row = select(
@@ -106,6 +119,7 @@ def batch_row_part(state: RecordState, written: Any = None, joining: Joining | N
         bindparam("r_txn_id", type_=BigInteger) if joining is None else taken.c.txn_id,
         literal(state.value, String),
         literal(None, BigInteger) if position is None else position,
+        literal(plain, Flag),
     ).select_from(taken)
     if written is not None:
         row = row.where(exists(select(written)))
@@ -119,6 +133,7 @@ def batch_row_params(*, base_sequence: int | None, producer_id: int | None, prod
             "r_txn_id": txn_id}
 
 
-# A plain batch on PostgreSQL (committed by its append): its offsets and its batch row in one
-# statement.
-TAKE_OFFSETS_WRITING_BATCH = select(TAKEN.c.next_offset).add_cte(batch_row_part(RecordState.COMMITTED))
+# A plain batch on PostgreSQL (committed by its append, self-committed): its offsets and its
+# batch row in one statement.
+TAKE_OFFSETS_WRITING_BATCH = select(TAKEN.c.next_offset).add_cte(
+    batch_row_part(RecordState.COMMITTED, plain=self_committed(None, None)))

@@ -4,7 +4,7 @@ judged their batches; on PostgreSQL a JSON topic's go in one COPY in text format
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain, repeat
 
@@ -44,21 +44,36 @@ class BatchToAppend:
 DATA_RECORD_COLUMNS = ("topic_id", "partition", "offset", "timestamp_ms", "key", "value", "headers")
 BYTES_RECORD_COLUMNS = tuple({"key": "key_bytes", "value": "value_bytes"}.get(c, c) for c in DATA_RECORD_COLUMNS)
 
-# A COPY of JSON topics' records and markers together (write_records): a data record's
-# control_type is NULL, the one field its rows carry beyond DATA_RECORD_COLUMNS.
-_WITH_MARKERS = (*DATA_RECORD_COLUMNS, "control_type")
-_NO_CONTROL_TYPE = f"\t{dialect.COPY_NULL}"
+# The columns a COPY's (or an INSERT's) rows carry beyond DATA_RECORD_COLUMNS (or
+# BYTES_RECORD_COLUMNS), with the one value each has in every record's row of it: where the
+# markers go with JSON topics' records (write_records), a data record's control_type is NULL;
+# where the records are of self-committed batches (batch_rows.self_committed), their
+# self_committed is true. Never both: markers are written with a transaction's batches only.
+_NO_CONTROL_TYPE = (("control_type",), (None,))
+_SELF_COMMITTED = (("self_committed",), (True,))
+_WITH_MARKERS = (*DATA_RECORD_COLUMNS, *_NO_CONTROL_TYPE[0])
+
+
+def _copy_fields(values: tuple) -> str:
+    """`values` as the fields that end a line of COPY's text format, each after a tab."""
+    return "".join("\t" + (dialect.COPY_NULL if v is None else "t" if v is True else str(v)) for v in values)
 
 
 def write_records(conn: Connection, appended: list[tuple[BatchToAppend, int]],
-                  bytes_appended: list[tuple[BatchToAppend, int]], marker_rows: list[dict]) -> None:
+                  bytes_appended: list[tuple[BatchToAppend, int]], marker_rows: list[dict], *,
+                  self_committed: bool = False) -> None:
     """Write the records of the batches appended, each at its base offset: a JSON topic's
     (`appended`), a bytes topic's (`bytes_appended`, BYTES_RECORD_COLUMNS) and the markers
     written with them (markers.marker_row). On PostgreSQL each kind is one COPY, a JSON topic's
     records as lines of COPY's text format (_copy_pieces), the markers with them as rows: a
     version 2 Commit that carries its transaction's last Send writes its records as a plain
     Send does (the driver's write_row, a row at a time, cost such a Commit about 1.5 µs a record
-    more than a plain Send of the same records: docs/benchmarks.md, 2026-12-02)."""
+    more than a plain Send of the same records: docs/benchmarks.md, 2026-12-02).
+
+    `self_committed`: the batches are self-committed (batch_rows.self_committed), and so is
+    every record written (the column set in the same COPY, a field more a line)."""
+    assert not (self_committed and marker_rows), "markers are written with a transaction's batches only"
+    extra = _SELF_COMMITTED if self_committed else ((), ())
     postgresql = conn.dialect.name == "postgresql"
     if postgresql:
         locked = _lock_new_leaves(conn, [(b.topic_id, b.partition) for b, _ in chain(appended, bytes_appended)]
@@ -69,16 +84,17 @@ def write_records(conn: Connection, appended: list[tuple[BatchToAppend, int]],
         markers = [tuple(m.get(c) for c in _WITH_MARKERS) for m in marker_rows]
         if postgresql:
             dialect.copy_pieces(conn, records, _WITH_MARKERS,
-                                chain(_copy_pieces(appended, control_type=True), [markers]))
+                                chain(_copy_pieces(appended, _NO_CONTROL_TYPE[1]), [markers]))
         else:
-            dialect.bulk_insert(conn, records, _WITH_MARKERS, [row + (None,) for row in _rows(appended)] + markers)
+            dialect.bulk_insert(conn, records, _WITH_MARKERS, _rows(appended, _NO_CONTROL_TYPE[1]) + markers)
     elif appended:
+        columns = (*DATA_RECORD_COLUMNS, *extra[0])
         if postgresql:
-            dialect.copy_pieces(conn, records, DATA_RECORD_COLUMNS, _copy_pieces(appended))
+            dialect.copy_pieces(conn, records, columns, _copy_pieces(appended, extra[1]))
         else:
-            dialect.bulk_insert(conn, records, DATA_RECORD_COLUMNS, _rows(appended))
+            dialect.bulk_insert(conn, records, columns, _rows(appended, extra[1]))
     if bytes_appended:
-        dialect.bulk_insert(conn, records, BYTES_RECORD_COLUMNS, _rows(bytes_appended))
+        dialect.bulk_insert(conn, records, (*BYTES_RECORD_COLUMNS, *extra[0]), _rows(bytes_appended, extra[1]))
     if postgresql and locked:
         _leaves_known(conn).update(locked)
 
@@ -124,11 +140,12 @@ def _columns(records: Sequence[RecordToAppend]) -> RecordColumns:
                          [r.timestamp_ms for r in records])
 
 
-def _rows(appended: list[tuple[BatchToAppend, int]]) -> list[tuple]:
-    """The batches' records as rows, tuples in DATA_RECORD_COLUMNS order."""
+def _rows(appended: list[tuple[BatchToAppend, int]], extra: tuple = ()) -> list[tuple]:
+    """The batches' records as rows, tuples in DATA_RECORD_COLUMNS order, each followed by
+    the values `extra`."""
     rows: list[tuple] = []
     for b, base_offset in appended:
-        rows.extend(_batch_rows(b, base_offset, 0, len(b.records)))
+        rows.extend(_batch_rows_with(extra)(b, base_offset, 0, len(b.records)))
     return rows
 
 
@@ -142,13 +159,14 @@ def _batch_rows(b: BatchToAppend, base_offset: int, start: int, stop: int) -> It
     return zip(*(by_name[name] for name in DATA_RECORD_COLUMNS))
 
 
-def _batch_rows_with_no_control_type(b: BatchToAppend, base_offset: int, start: int, stop: int) -> Iterator[tuple]:
-    """_batch_rows' rows in _WITH_MARKERS order: each with a NULL control_type after them."""
-    return (row + (None,) for row in _batch_rows(b, base_offset, start, stop))
+def _batch_rows_with(extra: tuple) -> Callable[[BatchToAppend, int, int, int], Iterator[tuple]]:
+    """_batch_rows, each row followed by the values `extra` (none: _batch_rows itself)."""
+    if not extra:
+        return _batch_rows
+    return lambda b, base_offset, start, stop: (row + extra for row in _batch_rows(b, base_offset, start, stop))
 
 
-def _copy_pieces(appended: list[tuple[BatchToAppend, int]], *,
-                 control_type: bool = False) -> Iterator[str | Iterator[tuple]]:
+def _copy_pieces(appended: list[tuple[BatchToAppend, int]], extra: tuple = ()) -> Iterator[str | Iterator[tuple]]:
     """The same rows as _rows, for one COPY (dialect.copy_pieces), in pieces of about
     COPY_PIECE_CHARS: lines of COPY's text format (_copy_lines) as long as the texts can go that
     way, and from the first chunk whose texts cannot (one holding NUL) to the end, rows for the
@@ -162,9 +180,9 @@ def _copy_pieces(appended: list[tuple[BatchToAppend, int]], *,
     text's bytes are at least its characters) only when it is larger than a piece, which a
     1,000-record Send of ~100-byte values is not: it costs that Send one comparison.
 
-    `control_type`: the COPY's columns are _WITH_MARKERS, each record's row followed by a NULL
-    control_type."""
-    more, rows_of = (_NO_CONTROL_TYPE, _batch_rows_with_no_control_type) if control_type else ("", _batch_rows)
+    `extra`: the values that follow each record's row (_NO_CONTROL_TYPE's, _SELF_COMMITTED's),
+    the COPY's columns being DATA_RECORD_COLUMNS followed by theirs."""
+    more, rows_of = _copy_fields(extra), _batch_rows_with(extra)
     pending: list[str] = []
     size = 0
     for i, (b, base_offset) in enumerate(appended):
@@ -202,7 +220,7 @@ COPY_PIECE_CHARS = 1 << 17
 def _copy_lines(b: BatchToAppend, base_offset: int, c: RecordColumns, start: int, stop: int,
                 more: str = "") -> str | None:
     """_batch_rows' rows as the lines of a COPY in text format (dialect.copy_texts), each
-    followed by the fields `more` (each after a tab, as _NO_CONTROL_TYPE); None if a text
+    followed by the fields `more` (each after a tab, as _copy_fields writes them); None if a text
     cannot go that way. Built column by column: one escaping pass over each column, and
     one format per row, its fields in the order _check_line_order holds to _batch_rows'."""
     keys, values, headers = (dialect.copy_texts(c.keys[start:stop]),  # type: ignore[arg-type]
@@ -251,15 +269,15 @@ def _offset_runs(lead: str, first: int, stop: int) -> Iterator[tuple[str, Sequen
 def _check_line_order() -> None:
     """_copy_lines writes its fields in _batch_rows' order, which is DATA_RECORD_COLUMNS': one
     record with a distinct field in every column, through both of its ways (with headers, and
-    without, where the constant fields are folded into the row's format), and with the markers'
-    column after them as _batch_rows_with_no_control_type's rows have it. Run at import, so that
-    a change to one order and not the other cannot load."""
+    without, where the constant fields are folded into the row's format), and with each kind of
+    columns after them (the markers', a self-committed record's) as _batch_rows_with's rows have
+    them. Run at import, so that a change to one order and not the other cannot load."""
     for record in (RecordToAppend("k", "v", "h", 4), RecordToAppend("k", "v", None, 4)):
         batch = BatchToAppend(1, 2, [record])
-        for more, rows in (("", _batch_rows), (_NO_CONTROL_TYPE, _batch_rows_with_no_control_type)):
-            row = next(rows(batch, 3, 0, 1))
-            if _copy_lines(batch, 3, _columns(batch.records), 0, 1, more) != "\t".join(
-                    dialect.COPY_NULL if f is None else str(f) for f in row) + "\n":
+        for extra in ((), _NO_CONTROL_TYPE[1], _SELF_COMMITTED[1]):
+            row = next(_batch_rows_with(extra)(batch, 3, 0, 1))
+            if _copy_lines(batch, 3, _columns(batch.records), 0, 1, _copy_fields(extra)) != "\t".join(
+                    dialect.COPY_NULL if f is None else "t" if f is True else str(f) for f in row) + "\n":
                 raise AssertionError("_copy_lines and the rows of the records' COPY order their columns differently")
 
 

@@ -144,6 +144,19 @@ deleted_topics = Table(
     Column("deleted_ms", BigInteger, nullable=False),
 )
 
+class Flag(TypeDecorator[bool]):
+    """A boolean that both drivers take as given (psycopg as a boolean, sqlite3's bool as the
+    integer it is), so SQLAlchemy converts nothing on the way in: a statement that writes one
+    may run on the driver's cursor (dialect.rows_on_driver refuses any bind value SQLAlchemy
+    would convert, and Boolean's is on SQLite). Read back as a bool, as Boolean is."""
+
+    impl = Boolean
+    cache_ok = True
+
+    def bind_processor(self, dialect: Any) -> None:  # type: ignore[override]
+        return None
+
+
 # The partition logs: data records and control markers. Who wrote a record (producer id,
 # epoch, sequence, transaction) and what became of it are its batch's row in record_batches
 # below, written once a batch: since migration 0023 no record carries them. A control marker
@@ -164,6 +177,11 @@ records = Table(
     # columns a JSON topic's stay in, queryable as JSON; a record sets at most one of each pair.
     Column("key_bytes", LargeBinary, nullable=True),
     Column("value_bytes", LargeBinary, nullable=True),
+    # A record of a self-committed batch (record_batches.self_committed, migration 0041): one
+    # committed exactly when it exists, at its own offset, which the view committed_records
+    # reads as a range of this table, without its batch row. False for everything else,
+    # and for every record written before 0041.
+    Column("self_committed", Flag, nullable=False, server_default=false()),
     PrimaryKeyConstraint("topic_id", "partition", "offset"),
     one_of("control_type", ControlType, nullable=True),
     CheckConstraint("key IS NULL OR key_bytes IS NULL", name="one_key"),
@@ -238,6 +256,13 @@ record_batches = Table(
     Column("control_type", String(8), nullable=True),
     Column("state", String(10), nullable=True),
     Column("commit_position", BigInteger, nullable=True),
+    # A batch with neither a producer nor a transaction, written with its records in one
+    # database transaction (since migration 0041; such batches written before keep false):
+    # its records are committed exactly when they exist, each at its own offset, and are
+    # flagged too (records.self_committed). The view committed_records reads them without this
+    # row, and reads through this row only the batches not flagged (docs/DESIGN-batches.md,
+    # "Self-committed records").
+    Column("self_committed", Flag, nullable=False, server_default=false()),
     PrimaryKeyConstraint("topic_id", "partition", "base_offset"),
     one_of("control_type", ControlType, nullable=True),
     one_of("state", RecordState, nullable=True),
@@ -262,6 +287,17 @@ Index(
     record_batches.c.commit_position,
     sqlite_where=text("txn_id IS NOT NULL AND commit_position IS NOT NULL"),
     postgresql_where=text("txn_id IS NOT NULL AND commit_position IS NOT NULL"),
+)
+# The view committed_records: the committed batches it reads through their rows (those not
+# self-committed) in commit order, so that a window of positions over a partition of
+# self-committed batches reads none of theirs. Built CONCURRENTLY by migration 0041.
+Index(
+    "ix_record_batches_committed_joined",
+    record_batches.c.topic_id,
+    record_batches.c.partition,
+    record_batches.c.commit_position,
+    sqlite_where=text("commit_position IS NOT NULL AND NOT self_committed"),
+    postgresql_where=text("commit_position IS NOT NULL AND NOT self_committed"),
 )
 # A transaction's batches and marker in a partition: what a completion stamps.
 Index(

@@ -34,6 +34,19 @@ def quote(column: str) -> str:
     return f'"{column}"' if column in ("offset", "partition") else column
 
 
+# How far past a range's end its next batch is looked for first (positions_predicate), in
+# positions. The view is a UNION ALL (the self-committed records, and the batches read through
+# their rows), and a probe of it for the first row in batch_position order does not stop there:
+# PostgreSQL (a partition without statistics) reads both parts from the end on, sorts them and
+# keeps one; SQLite merges the two parts in order, but its part of the self-committed records
+# walks the records from the end until it meets one, which over a partition written by
+# producers is its end. Unbounded, every split's query paid that; bounded, at most this many
+# positions of each part. A committed batch lies within it unless no append committed in that
+# many offsets past the end (a long open transaction, or the partition's end): only then is
+# the next batch looked for further on.
+NEXT_BATCH_WINDOW = 1_000
+
+
 def positions_predicate(topic: str, partition: int, start: int, end: int, database: str,
                         relation: str = VIEW) -> list[str]:
     """The conditions on `relation` (the view of every partition, or the partition's own:
@@ -49,9 +62,10 @@ def positions_predicate(topic: str, partition: int, start: int, end: int, databa
     end and ends at or past it has records in the range and a position past it. It is the
     first committed batch positioned at or past end (the one holding offset end, if any: no
     other batch can be positioned inside a plain batch's run of offsets), so the range ends at
-    that batch's position, looked up in the same index, one entry, in the same statement (so
-    in its snapshot). A batch committed later is positioned past the snapshot's log end, and at
-    worst widens the range by one batch whose rows the bound on commit_position leaves out."""
+    that batch's position, looked up in the same statement (so in its snapshot): within
+    NEXT_BATCH_WINDOW positions of end first, and further on only where none lies there. A batch
+    committed later is positioned past the snapshot's log end, and at worst widens the range by
+    one batch whose rows the bound on commit_position leaves out."""
     where = f'topic = {sql_string(topic, database)} AND "partition" = {int(partition)}'
     # By topic_id, looked up by name in topics (a reader role may read its topic_id and name:
     # outbox grant-reader), not by the view's topic: PostgreSQL then reads the batch index in
@@ -59,9 +73,16 @@ def positions_predicate(topic: str, partition: int, start: int, end: int, databa
     # order to stop on and sorts every committed batch from end to the partition's end, each
     # with its run, in every split's query.
     topic_id = f"SELECT topic_id FROM topics WHERE name = {sql_string(topic, database)}"
-    next_batch = (f'SELECT batch_position FROM {relation} WHERE topic_id = ({topic_id}) '
-                  f'AND "partition" = {int(partition)} AND batch_position >= {int(end)} ORDER BY batch_position LIMIT 1')
-    return [where, f"batch_position >= {int(start)}", f"batch_position <= COALESCE(({next_batch}), {int(end) - 1})",
+
+    def next_batch(*bounds: str) -> str:
+        return (f'SELECT batch_position FROM {relation} WHERE topic_id = ({topic_id}) AND "partition" = {int(partition)} '
+                f'AND {" AND ".join(bounds)} ORDER BY batch_position LIMIT 1')
+
+    # COALESCE evaluates its second probe only where the first found nothing.
+    in_window = next_batch(f"batch_position >= {int(end)}", f"batch_position < {int(end) + NEXT_BATCH_WINDOW}")
+    further = next_batch(f"batch_position >= {int(end) + NEXT_BATCH_WINDOW}")
+    return [where, f"batch_position >= {int(start)}",
+            f"batch_position <= COALESCE(({in_window}), ({further}), {int(end) - 1})",
             *Bounds(start, end).sql("commit_position")]
 
 

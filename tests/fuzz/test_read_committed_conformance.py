@@ -1,6 +1,8 @@
 """read_committed has one meaning however it is read (hypothesis, on SQLite and PostgreSQL).
 
-Generated logs of one partition, written straight into the tables: plain records, batches of
+Generated logs of one partition, written straight into the tables: plain records (each plain
+batch flagged self-committed as the writers since migration 0041 write it, or not, as a writer
+before it left it, which the view reads through its batch row), batches of
 up to three transactions interleaving with them and with each other, each transaction
 committed, aborted or left open; then compaction's holes (data records deleted anywhere, a batch's
 head moved to its first record left, as the log cleaner does) and a log start cut by
@@ -11,6 +13,9 @@ Fetch, the counters and the view read the batch rows. Each producer (up to three
 producer id of its own and a transaction open at a time at most, as in Kafka, whose clients
 tell aborted records by their producer id. On every such log:
 
+- the committed_records view holds exactly the model's rows: each data record stored at or past
+  the log start that is plain (at its own offset) or of a committed transaction (at its COMMIT
+  marker's offset), none other;
 - a read_committed Fetch from the log start to the high watermark, in pages of a few records
   and of at most a few bytes or none (max_bytes), its records read in chunks of a few bytes or
   in one (chunk_bytes), returns exactly the rows of the committed_records view, in commit
@@ -75,7 +80,7 @@ _names = itertools.count()
 
 events = st.lists(
     st.one_of(
-        st.tuples(st.just("plain"), st.integers(1, 3)),
+        st.tuples(st.just("plain"), st.integers(1, 3), st.booleans()),  # (…, self-committed)
         st.tuples(st.just("send"), st.sampled_from(TRANSACTIONS), st.integers(1, 3)),
         st.tuples(st.just("commit"), st.sampled_from(TRANSACTIONS)),
         st.tuples(st.just("abort"), st.sampled_from(TRANSACTIONS)),
@@ -99,6 +104,9 @@ class Log:
     # Each transaction's producer id: one per producer of the run, whose transactions follow
     # each other (a Kafka client names an aborted transaction by its producer alone).
     producer_ids: dict[int, int]
+    # The base offsets of the plain batches written self-committed (records.self_committed and
+    # record_batches.self_committed, migration 0041); the other plain batches as before it.
+    self_committed: set[int]
 
 
 def build(run: list[tuple], ending: str = "open") -> Log:  # type: ignore[type-arg]
@@ -110,11 +118,14 @@ def build(run: list[tuple], ending: str = "open") -> Log:  # type: ignore[type-a
     open_: dict[int, int] = {}  # producer → its open transaction's txn_id
     producer_ids: dict[int, int] = {}
     first: dict[int, int] = {}  # txn_id → its first offset
+    self_committed: set[int] = set()
     offset = 0
     for event in run:
         kind = event[0]
         if kind == "plain":
             batches.append((offset, event[1], None, None))
+            if len(event) > 2 and event[2]:
+                self_committed.add(offset)
             for _ in range(event[1]):
                 rows[offset] = (None, None)
                 offset += 1
@@ -136,7 +147,7 @@ def build(run: list[tuple], ending: str = "open") -> Log:  # type: ignore[type-a
             batches.append((offset, 1, rows[offset][0], rows[offset][1]))
             offset += 1
     lso = min((first[t] for t in open_.values()), default=offset)
-    return Log(rows, offset, lso, batches, {t: first[t] for t in open_.values()}, producer_ids)
+    return Log(rows, offset, lso, batches, {t: first[t] for t in open_.values()}, producer_ids, self_committed)
 
 
 def cut(log: Log, holes: set[int], log_start: int, cleaned: bool) -> None:
@@ -156,10 +167,12 @@ def store(conn: Connection, log: Log, log_start: int, compacted: bool) -> tuple[
         retention_ms=-1, check_expected_offsets=False, created_ms=0).returning(topics.c.topic_id)).scalar_one()
     conn.execute(insert(partitions).values(topic_id=topic_id, partition=0, next_offset=log.next_offset,
                                            log_start_offset=log_start))
+    flagged = {o for base, count, _, _ in log.batches if base in log.self_committed for o in range(base, base + count)}
     if log.rows:
         conn.execute(insert(records), [
             {"topic_id": topic_id, "partition": 0, "offset": o, "timestamp_ms": o, "key": None,
-             "value": None if control else f"v{o}", "headers": None, "control_type": control}
+             "value": None if control else f"v{o}", "headers": None, "control_type": control,
+             "self_committed": o in flagged}
             for o, (_, control) in sorted(log.rows.items())])
     if rows := batch_rows(log):
         conn.execute(insert(record_batches), [{"topic_id": topic_id, "partition": 0, **row} for row in rows])
@@ -201,8 +214,19 @@ def batch_rows(log: Log) -> list[dict]:  # type: ignore[type-arg]
         out.append({"base_offset": base, "record_count": count,
                     "producer_id": None if t is None else log.producer_ids[t],
                     "producer_epoch": t, "base_sequence": base_sequence, "txn_id": t,
-                    "control_type": control, "state": state, "commit_position": position})
+                    "control_type": control, "state": state, "commit_position": position,
+                    "self_committed": base in log.self_committed})
     return out
+
+
+def model_rows(log: Log, log_start: int) -> list[tuple[int, int, str]]:
+    """What read_committed may see of `log` (app/storage/read_committed.py's definition), as
+    view_rows reads it: each data record stored at or past the log start, a plain one at its
+    own offset, a committed transaction's at its COMMIT marker's offset, in commit order."""
+    commits = {t: o for o, _, t, control in log.batches if control == "COMMIT"}
+    seen = [(o, o if t is None else commits[t], f"v{o}") for o, (t, control) in log.rows.items()
+            if control is None and o >= log_start and (t is None or t in commits)]
+    return sorted(seen, key=lambda r: (r[1], r[0]))
 
 
 def view_rows(conn: Connection, topic_id: int) -> list[tuple[int, int, str]]:
@@ -307,6 +331,7 @@ def test_fetch_and_the_counters_read_exactly_the_committed_records_view(  # type
         try:
             assert_batch_rows_match(conn, counters=False)  # the batch rows describe the stored log, as the writers leave them
             seen = view_rows(conn, topic_id)
+            assert seen == model_rows(log, log_start)
             assert fetched_rows(conn, topic_id, log_start, log.next_offset, page, max_bytes, chunk_bytes) == seen
             # Kafka's read_committed reads in offset order up to the last stable offset: the
             # view's rows lying below it, whatever their commit positions.

@@ -162,7 +162,7 @@ def stored(db_url: str) -> tuple[Stored, ...]:
     with engine.connect() as conn:
         rows = conn.execute(text(
             'SELECT r."partition", r."offset", r.key, r.value, r.headers, m.message_id, r.timestamp_ms, '
-            "r.key_bytes, r.value_bytes "
+            "r.key_bytes, r.value_bytes, r.self_committed "
             "FROM records r JOIN topics t ON t.topic_id = r.topic_id "
             "LEFT JOIN record_message_ids m "
             'ON m.topic_id = r.topic_id AND m."partition" = r."partition" AND m."offset" = r."offset" '
@@ -171,8 +171,9 @@ def stored(db_url: str) -> tuple[Stored, ...]:
         )).all()
     engine.dispose()
     return tuple(Stored(partition=p, offset=o, key=k, value=v, headers=h, message_id=m, timestamp_ms=ts,
-                        key_bytes=None if kb is None else bytes(kb), value_bytes=None if vb is None else bytes(vb))
-                 for p, o, k, v, h, m, ts, kb, vb in rows)
+                        key_bytes=None if kb is None else bytes(kb), value_bytes=None if vb is None else bytes(vb),
+                        self_committed=bool(sc))
+                 for p, o, k, v, h, m, ts, kb, vb, sc in rows)
 
 
 @pytest.mark.parametrize(("appender", "db_url", "case"), [

@@ -100,6 +100,38 @@ def test_batch_rows_left_when_every_record_is_gone_are_found(client: Any, db_url
     ]
 
 
+def test_a_self_committed_batchs_record_left_unflagged_is_found(client: Any, db_url: str) -> None:
+    _a_committed_transaction_after_plain_records(client, db_url)
+    assert _problems_after(db_url, update(records).where(records.c.offset == 1).values(self_committed=False)) == [
+        "partition (1, 0): record at 1: self_committed False, its batch row at 0's True",
+    ]
+
+
+def test_a_flagged_record_of_a_batch_not_flagged_is_found(client: Any, db_url: str) -> None:
+    _a_committed_transaction_after_plain_records(client, db_url)
+    assert _problems_after(db_url, update(records).where(records.c.offset == 3).values(self_committed=True)) == [
+        "partition (1, 0): record at 3: self_committed True, its batch row at 2's False",
+    ]
+
+
+def test_a_flagged_transactional_batch_is_found(client: Any, db_url: str) -> None:
+    txn_id = _a_committed_transaction_after_plain_records(client, db_url)
+    assert _problems_after(db_url, update(record_batches).where(record_batches.c.base_offset == 2)
+                           .values(self_committed=True)) == [
+        "partition (1, 0): record at 2: self_committed False, its batch row at 2's True",
+        "partition (1, 0): record at 3: self_committed False, its batch row at 2's True",
+        f"partition (1, 0): batch row at 2: self-committed, with producer 1 and transaction {txn_id}",
+    ]
+
+
+def test_a_flagged_marker_is_found(client: Any, db_url: str) -> None:
+    txn_id = _a_committed_transaction_after_plain_records(client, db_url)
+    assert _problems_after(db_url, update(records).where(records.c.offset == 4).values(self_committed=True)) == [
+        f"partition (1, 0): marker at 4: batch row (1, 1, 0, None, {txn_id}, 'COMMIT', None, None), "
+        "not a COMMIT marker's",
+    ]
+
+
 def test_a_marker_without_its_batch_row_is_found(client: Any, db_url: str) -> None:
     _a_committed_transaction_after_plain_records(client, db_url)
     assert _problems_after(db_url, delete(record_batches).where(record_batches.c.base_offset == 4)) == [

@@ -27,7 +27,8 @@ def _definition(conn, view: str) -> str:  # type: ignore[no-untyped-def]
 
 def one_partition(topic_id: int, partition: int) -> dict[str, str]:
     return {"topic_id": str(topic_id), "partition": str(partition),
-            "of_partition": f'\n  AND b.topic_id = {topic_id} AND b."partition" = {partition}'}
+            "of_partition": f'\n  AND b.topic_id = {topic_id} AND b."partition" = {partition}',
+            "records_of_partition": f'\n  AND r.topic_id = {topic_id} AND r."partition" = {partition}'}
 
 
 def test_the_migrated_view_is_the_catalogues(database) -> None:  # type: ignore[no-untyped-def]
@@ -58,6 +59,8 @@ def test_a_log_partitions_view_is_the_catalogues_with_the_partition_written_in(d
         conn.rollback()
     assert migrated == created
     assert f"(r_1.topic_id = {a}) AND (r_1.partition = 1)" in migrated and f"(b.topic_id = {a}) AND (b.partition = 1)" in migrated
+    # The self-committed records' part names the partition too (its own marker).
+    assert f"(r.topic_id = {a}) AND (r.partition = 1)" in migrated, migrated
 
 
 def test_the_old_jdbc_readers_columns_are_the_migrated_views_but_a_bytes_topics(database) -> None:  # type: ignore[no-untyped-def]

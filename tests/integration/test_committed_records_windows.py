@@ -85,15 +85,45 @@ def _vm_steps(database, lo: int, hi: int, *, batch_bounds: bool = True) -> int: 
     return steps
 
 
+def _unflag(database) -> None:  # type: ignore[no-untyped-def]
+    """Every batch and record as a writer before migration 0041 left them: not self-committed,
+    read through the batch rows."""
+    with database.engine.begin() as conn:
+        conn.execute(text("UPDATE records SET self_committed = FALSE"))
+        conn.execute(text("UPDATE record_batches SET self_committed = FALSE"))
+
+
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_on_sqlite_a_window_far_from_the_log_start_costs_what_one_near_it_costs(services, database) -> None:  # type: ignore[no-untyped-def]
-    """Each window reads its own batches only, from the batch index's range: bounded on
-    commit_position alone, the same window reads every committed batch of the partition."""
+    """Through the batch rows (plain batches written before 0041), each window reads its own
+    batches only, from the batch index's range: bounded on commit_position alone, the same
+    window reads every committed batch of the partition."""
     _fill(services)
     services.topics.delete_records("w", 0, 50)
+    _unflag(database)
 
     near, far = _vm_steps(database, 100, 200), _vm_steps(database, 2_900, 3_000)
     unbounded = _vm_steps(database, 2_900, 3_000, batch_bounds=False)
 
     assert far <= 2 * near, (near, far)
     assert 2 * far <= unbounded, (far, unbounded)
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_on_sqlite_a_window_of_self_committed_records_is_a_range_of_them_however_it_is_bounded(  # type: ignore[no-untyped-def]
+        services, database) -> None:
+    """Self-committed records (docs/DESIGN-batches.md) are a range of the records' primary key:
+    a window far from the log start costs what one near it costs, and a reader that bounds
+    commit_position alone reads a range too (their position is their offset), where through
+    the batch rows it reads every committed batch of the partition. Each window costs less than
+    the same window read through the batch rows."""
+    _fill(services)
+    services.topics.delete_records("w", 0, 50)
+
+    near, far = _vm_steps(database, 100, 200), _vm_steps(database, 2_900, 3_000)
+    unbounded = _vm_steps(database, 2_900, 3_000, batch_bounds=False)
+    _unflag(database)
+    through_batches = _vm_steps(database, 100, 200), _vm_steps(database, 2_900, 3_000)
+
+    assert far <= 2 * near and unbounded <= 2 * near, (near, far, unbounded)
+    assert 2 * near <= through_batches[0] and 2 * far <= through_batches[1], (near, far, through_batches)

@@ -1,7 +1,8 @@
 """The read_committed joins start from the few rows that select, whatever the planner knows.
 
 A read_committed window is a range of the committed batches' index (ix_record_batches_committed)
-and, per batch, a range of the records' primary key (its run of offsets). Read the other way
+and, per batch, a range of the records' primary key (its run of offsets); the view's
+self-committed records (docs/DESIGN-batches.md) are a range of the records' primary key alone. Read the other way
 round, the join walks every record of the partition per batch: on a partition of 60,000
 records one fetch took 111 s on SQLite and 0.3 s instead of 2 ms on PostgreSQL before the join
 order was fixed (then from the COMMIT markers). The service never runs ANALYZE, and a partition
@@ -148,7 +149,8 @@ def test_a_read_committed_fetch_reads_the_batch_index_range_then_each_batchs_run
 def _view_scans(lines: list[str]) -> list[str]:
     """The index each scan of `record_batches` and `records` uses, in plan order (outer first);
     a scan of either table by no index is "whole"."""
-    names = ("ix_record_batches_committed", "pk_records", "sqlite_autoindex_records_1")
+    names = ("ix_record_batches_committed_joined", "ix_record_batches_committed", "pk_records",
+             "sqlite_autoindex_records_1")
     out = []
     for line in lines:
         if any(n in line for n in names):
@@ -158,41 +160,106 @@ def _view_scans(lines: list[str]) -> list[str]:
     return out
 
 
-def test_a_read_of_the_view_bounded_as_spark_bounds_it_is_the_batch_index_range_then_a_run_per_batch(  # type: ignore[no-untyped-def]
+# The view's two parts (app/storage/sql/committed_records.postgresql.sql, and SQLite's), as
+# _view_scans reads their scans: the self-committed records, a range of the records' primary
+# key; then the committed batches not flagged (their index's range), each joined to its run.
+_VIEW_PARTS = ["pk_records", "ix_record_batches_committed_joined", "pk_records"]
+
+
+def test_a_read_of_the_view_bounded_as_spark_bounds_it_is_the_records_range_and_the_batch_index_range(  # type: ignore[no-untyped-def]
         services, database) -> None:
     """The view on a partition with no statistics, bounded as Spark's readers bound it
-    (positions_predicate): the committed batches from the batch index, each batch's run from
-    the records' primary key, and the range's upper end from one more probe of the batch index
-    (its own run read to check it has a record in the view); no scan of either table whole."""
+    (positions_predicate): the self-committed records from the records' primary key, the
+    committed batches from their index, each batch's run from the records' primary key; and the
+    range's upper end from two probes of the same (the next batch within NEXT_BATCH_WINDOW of
+    the end, then past it), each bounded from below; no scan of either table whole."""
     _fill(services)
     sql = "SELECT * FROM committed_records WHERE " + " AND ".join(
         positions_predicate("plans", 0, 100, 1000, database.dialect))
     lines = _plan(database, sql, pruned_when_planned=False)
-    probe = ["ix_record_batches_committed", "pk_records"]  # the first batch at or past the end, and a record of it
-    window = ["ix_record_batches_committed", "pk_records"]
-    if database.dialect == "postgresql":  # the probe is an InitPlan, run first
-        assert _view_scans(lines) == probe + window, lines
+    if database.dialect == "postgresql":
+        # The probes first (InitPlans), then the window.
+        assert _view_scans(lines) == _VIEW_PARTS * 3, lines
         bounds = lines[next(i for i, line in enumerate(lines) if "on record_batches b " in line) + 1]
         assert "(commit_position >= 100) AND (commit_position <= COALESCE(" in bounds, lines
-    else:  # the probe is a scalar subquery of the batch range's upper end
-        assert _view_scans(lines) == window[:1] + probe + window[1:], lines
-        assert "commit_position>? AND commit_position<?" in next(line for line in lines if "SEARCH b " in line), lines
-    # Each run from one lower bound of the records' primary key: the later of the run's start and the log start.
+        ranges = [lines[i + 1] for i, line in enumerate(lines) if "pk_records on records" in line]
+        # The self-committed part of the window, then of each probe: a range of the offsets.
+        assert [r for r in ranges if "GREATEST" not in r] == [
+            r for r in ranges if re.search(r'\("offset" >= (1000|2000|p\.log_start_offset)\)', r)], ranges
+        assert any('("offset" >= 1000) AND ("offset" < 2000)' in r for r in ranges), ranges
+    else:
+        # The view flattened into the query (its parts' columns of one affinity each), so the
+        # bounds holding the probes are each part's: the probes (scalar subqueries, each the
+        # two parts merged in order) listed in each part, after the scan they bound.
+        probes = _VIEW_PARTS * 2
+        assert _view_scans(lines) == ["pk_records", *probes, "ix_record_batches_committed_joined", *probes,
+                                      "pk_records"], lines
+        window_batches = next(line for line in lines[lines.index("UNION ALL"):] if line.startswith("SEARCH b "))
+        assert "commit_position>? AND commit_position<?" in window_batches, lines
+    # Each batch's run from one lower bound of the records' primary key: the later of the run's
+    # start and the log start; each range of the self-committed records from one too.
     runs = [lines[i + 1] if database.dialect == "postgresql" else line for i, line in enumerate(lines)
             if "pk_records" in line or "sqlite_autoindex_records_1" in line]
-    assert len(runs) == 2 and all(re.search(r'"offset" >= GREATEST\(|\(topic_id=\? AND partition=\? AND offset>\? AND offset<\?\)', r)
-                                  for r in runs), runs
+    assert len(runs) == (6 if database.dialect == "postgresql" else 10) and all(
+        re.search(r'"offset" >= GREATEST\(|"offset" >= |\(topic_id=\? AND partition=\? AND offset>\?( AND offset<\?)?\)', r)
+        for r in runs), runs
 
 
 def test_a_read_of_the_view_bounded_on_commit_positions_alone_still_uses_the_batch_index(  # type: ignore[no-untyped-def]
         services, database) -> None:
     """A reader that bounds commit_position alone (ad-hoc SQL) is read right, but as every
-    committed batch of the partition (the index's range on the topic and partition only), each
-    joined to its run: what batch_position's bounds avoid."""
+    committed batch not flagged of the partition (the index's range on the topic and partition
+    only), each joined to its run: what batch_position's bounds avoid. The self-committed
+    records are a range of the primary key all the same (their commit_position is their offset)."""
     _fill(services)
     sql = ("SELECT * FROM committed_records WHERE topic = 'plans' AND \"partition\" = 0 "
            "AND commit_position >= 100 AND commit_position < 1000")
-    assert _view_scans(_plan(database, sql, pruned_when_planned=False)) == ["ix_record_batches_committed", "pk_records"]
+    assert _view_scans(_plan(database, sql, pruned_when_planned=False)) == _VIEW_PARTS
+
+
+def _scans_of(node: dict, out: list[tuple[str, str | None, int]]) -> list[tuple[str, str | None, int]]:
+    """(relation, index, rows it returned over every loop) of each scan in a PostgreSQL plan
+    (EXPLAIN ANALYZE's JSON), the leaves of `records` as `records`."""
+    if "Relation Name" in node:
+        relation = re.sub(r"^records_[0-9]+_[0-9]+$", "records", node["Relation Name"])
+        out.append((relation, node.get("Index Name"), node["Actual Rows"] * node["Actual Loops"]))
+    for child in node.get("Plans", []):
+        _scans_of(child, out)
+    return out
+
+
+def test_a_read_of_the_view_over_self_committed_records_is_a_range_of_the_records_alone(  # type: ignore[no-untyped-def]
+        services, database) -> None:
+    """A partition appended by plain Sends only (self-committed batches, docs/DESIGN-batches.md)
+    read through the view as Spark bounds it: the window is one range of the records' primary
+    key, and no batch row is read. On SQLite, the plan's first part (the self-committed
+    records) searches the topic, the partition and the records' range only; on PostgreSQL every
+    scan of record_batches, as run, returns nothing, and the records come from the primary key."""
+    services.topics.create("plans", 1)
+    services.topics.create("beside", 2)
+    records = [RecordToAppend(None, "1", None, 1) for _ in range(RECORDS_PER_SEND)]
+    for _ in range(20):
+        services.log.send([SendBatch("plans", 0, records)], producer_id=None, producer_epoch=None,
+                          transactional_id=None)
+    sql = "SELECT * FROM committed_records WHERE " + " AND ".join(
+        positions_predicate("plans", 0, 100, 900, database.dialect))
+    with database.engine.connect() as conn:
+        assert [r.offset for r in conn.execute(text(sql + ' ORDER BY "offset"'))] == list(range(100, 900))
+        if database.dialect == "sqlite":
+            lines = [row[3] for row in conn.execute(text("EXPLAIN QUERY PLAN " + sql))]
+            first = lines[lines.index("LEFT-MOST SUBQUERY") + 1:]
+            first = first[:next(i for i, line in enumerate(first) if not line.startswith("SEARCH "))]
+            assert [line.split(" USING")[0] for line in first] == ["SEARCH t", "SEARCH p", "SEARCH r"], lines
+            assert first[2] == ("SEARCH r USING INDEX sqlite_autoindex_records_1 "
+                                "(topic_id=? AND partition=? AND offset>? AND offset<?)"), lines
+            return
+        plan = conn.execute(text("EXPLAIN (ANALYZE, FORMAT JSON) " + sql)).scalar_one()
+    scans = _scans_of(plan[0]["Plan"], [])
+    assert [rows for relation, _, rows in scans if relation == "record_batches"] == [0, 0, 0], scans
+    assert all(index.endswith("_pkey") for relation, index, rows in scans if relation == "records"), scans
+    # The window's 800 records, and the probe's: those from the window's end to the
+    # partition's, within NEXT_BATCH_WINDOW (the first of them is the next batch's).
+    assert sum(rows for relation, _, rows in scans if relation == "records") == 800 + 100, scans
 
 
 def _compiled_with_jit(conn, sql: str) -> bool:  # type: ignore[no-untyped-def]

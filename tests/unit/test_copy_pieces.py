@@ -83,12 +83,27 @@ def test_records_copied_with_markers_carry_a_null_control_type_after_their_field
     first, second = _batch(["1", "2"], keys=["a", "b\x00"]), _batch(["3"], topic_id=8)
 
     pieces = [p if isinstance(p, str) else list(p)
-              for p in record_rows._copy_pieces([(first, 0), (second, 0)], control_type=True)]
+              for p in record_rows._copy_pieces([(first, 0), (second, 0)], record_rows._NO_CONTROL_TYPE[1])]
 
     assert pieces == [
         "7\t1\t0\t100\ta\t1\t\\N\t\\N\n",
         [(7, 1, 1, 101, "b\x00", "2", None, None)],
         [(8, 1, 0, 100, None, "3", None, None)],
+    ]
+
+
+def test_self_committed_records_carry_a_true_self_committed_after_their_fields_as_lines_and_as_rows(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(record_rows, "COPY_PIECE_CHARS", 4)
+    first, second = _batch(["1", "2"], keys=["a", "b\x00"]), _batch(["3"], topic_id=8)
+
+    pieces = [p if isinstance(p, str) else list(p)
+              for p in record_rows._copy_pieces([(first, 0), (second, 0)], record_rows._SELF_COMMITTED[1])]
+
+    assert pieces == [
+        "7\t1\t0\t100\ta\t1\t\\N\tt\n",
+        [(7, 1, 1, 101, "b\x00", "2", None, True)],
+        [(8, 1, 0, 100, None, "3", None, True)],
     ]
 
 

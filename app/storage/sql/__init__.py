@@ -22,4 +22,5 @@ def load(name: str) -> str:
 # render) as the view of every log partition, the run's partition the batch row's own, for a
 # reader of the current text (tests, benchmarks); each migration renders its frozen copy with
 # values of its own.
-EVERY_PARTITION = {"topic_id": "b.topic_id", "partition": 'b."partition"', "of_partition": ""}
+EVERY_PARTITION = {"topic_id": "b.topic_id", "partition": 'b."partition"', "of_partition": "",
+                   "records_of_partition": ""}
