@@ -308,7 +308,8 @@ def test_functions_and_operators_an_appender_creates_are_never_called_by_the_app
         url: str, client: Any, app_role: str) -> None:
     """outbox.append and publish_pending run as their owner: a role granted appending that may
     create in the log's schema (an application's tables often live there) must not have its own
-    functions or operators called in place of pg_catalog's, with the owner's rights."""
+    functions or operators called in place of pg_catalog's, with the owner's rights; nor may
+    the functions that make a new log partition's leaf and view call them."""
     grant_appender(url, app_role, topics=["orders"])
     with psycopg.connect(url, autocommit=True) as admin:
         admin.execute(sql.SQL("GRANT CREATE ON SCHEMA public TO {}").format(sql.Identifier(app_role)))
@@ -317,6 +318,7 @@ def test_functions_and_operators_an_appender_creates_are_never_called_by_the_app
         app.execute("GRANT INSERT ON public.shadow_calls TO PUBLIC")
         for shadow in SHADOWS:
             app.execute(shadow.format(role=app_role))
+    create_topic(client, "created-beside-them", partitions=1)
     with psycopg.connect(as_role(url, app_role)) as app:
         app.execute("INSERT INTO orders VALUES (1, 10)")
         app.execute("SELECT outbox.append('orders', 0, 'k', '{\"a\": [1, 2.5]}', '{\"h\": \"v\", \"i\": \"w\"}', 'm-1', 5)")
@@ -327,6 +329,7 @@ def test_functions_and_operators_an_appender_creates_are_never_called_by_the_app
         privileges = admin.execute("SELECT rolsuper, rolcreaterole, rolcreatedb, rolbypassrls FROM pg_roles "
                                    "WHERE rolname = %s", (app_role,)).fetchone()
         published = admin.execute('SELECT "partition", "offset", key, value, headers FROM public.records '
+                                  "WHERE topic_id = (SELECT topic_id FROM public.topics WHERE name = 'orders') "
                                   'ORDER BY "partition", "offset"').fetchall()
 
     assert calls == []
