@@ -49,7 +49,10 @@ BEGIN
         -- so that a name holding a line break and ' at COMMIT' reads as the name it is. Any
         -- other innermost line is no commit of PL/pgSQL's: a statement run inside a function
         -- ('SQL statement "…"', whose quoted text may hold anything, lines included, but
-        -- never comes first), an SQL function's line, or another language's.
+        -- never comes first), an SQL function's line, or another language's. This trusts
+        -- each installed language to begin its own line with its own words, as PostgreSQL's
+        -- languages do: one that let a function's author write the start of it could pass
+        -- off any firing as a commit.
         deferring := callers !~ '^PL/pgSQL function (inline_code_block|([a-z_][a-z0-9_]*|"([^"]|"")*")(\.([a-z_][a-z0-9_]*|"([^"]|"")*"))?\(([]a-z0-9_ .,[]|"([^"]|"")*")*\)) line [0-9]+ at COMMIT(\n|$)';
     END IF;
     IF deferring THEN
