@@ -280,6 +280,77 @@ def test_an_application_roles_temporary_tables_cannot_stand_in_for_the_log(url: 
     assert send(client, "after") == 1
 
 
+# Functions and operators of a caller's that match calls of outbox.append's and
+# publish_pending's more closely than pg_catalog's (to_json(anyelement), array_agg(anynonarray),
+# format(text, VARIADIC "any"), anynonarray || text): each notes that it was called, and the first
+# makes its creator a superuser, as the function's owner may.
+SHADOWS = [
+    "CREATE FUNCTION public.to_json(t text) RETURNS json LANGUAGE plpgsql AS $$BEGIN "
+    "INSERT INTO public.shadow_calls VALUES ('to_json'); EXECUTE format('ALTER ROLE %I SUPERUSER', '{role}'); "
+    "RETURN pg_catalog.to_json(t); END$$",
+    "CREATE FUNCTION public.shadow_append(a text[], t text) RETURNS text[] LANGUAGE plpgsql AS $$BEGIN "
+    "INSERT INTO public.shadow_calls VALUES ('array_agg'); RETURN pg_catalog.array_append(a, t); END$$",
+    "CREATE AGGREGATE public.array_agg(text) (sfunc = public.shadow_append, stype = text[], initcond = '{{}}')",
+    "CREATE FUNCTION public.format(f text, a integer, b integer) RETURNS text LANGUAGE plpgsql AS $$BEGIN "
+    "INSERT INTO public.shadow_calls VALUES ('format(text, integer, integer)'); RETURN pg_catalog.format(f, a, b); END$$",
+    "CREATE FUNCTION public.format(f text, a text) RETURNS text LANGUAGE plpgsql AS $$BEGIN "
+    "INSERT INTO public.shadow_calls VALUES ('format(text, text)'); RETURN pg_catalog.format(f, a); END$$",
+    "CREATE FUNCTION public.shadow_cat(a integer, b text) RETURNS text LANGUAGE plpgsql AS $$BEGIN "
+    "INSERT INTO public.shadow_calls VALUES ('integer || text'); RETURN a::text OPERATOR(pg_catalog.||) b; END$$",
+    "CREATE OPERATOR public.|| (leftarg = integer, rightarg = text, function = public.shadow_cat)",
+    "CREATE FUNCTION public.shadow_cat(a text, b integer) RETURNS text LANGUAGE plpgsql AS $$BEGIN "
+    "INSERT INTO public.shadow_calls VALUES ('text || integer'); RETURN a OPERATOR(pg_catalog.||) b::text; END$$",
+    "CREATE OPERATOR public.|| (leftarg = text, rightarg = integer, function = public.shadow_cat)",
+]
+
+
+def test_functions_and_operators_an_appender_creates_are_never_called_by_the_appender_s_functions(
+        url: str, client: Any, app_role: str) -> None:
+    """outbox.append and publish_pending run as their owner: a role granted appending that may
+    create in the log's schema (an application's tables often live there) must not have its own
+    functions or operators called in place of pg_catalog's, with the owner's rights; nor may
+    the functions that make a new log partition's leaf and view call them."""
+    grant_appender(url, app_role, topics=["orders"])
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(sql.SQL("GRANT CREATE ON SCHEMA public TO {}").format(sql.Identifier(app_role)))
+    with psycopg.connect(as_role(url, app_role), autocommit=True) as app:
+        app.execute("CREATE TABLE public.shadow_calls (name text)")
+        app.execute("GRANT INSERT ON public.shadow_calls TO PUBLIC")
+        for shadow in SHADOWS:
+            app.execute(shadow.format(role=app_role))
+    create_topic(client, "created-beside-them", partitions=1)
+    with psycopg.connect(as_role(url, app_role)) as app:
+        app.execute("INSERT INTO orders VALUES (1, 10)")
+        app.execute("SELECT outbox.append('orders', 0, 'k', '{\"a\": [1, 2.5]}', '{\"h\": \"v\", \"i\": \"w\"}', 'm-1', 5)")
+        app.execute("SELECT outbox.append('orders', 1, NULL, '\"x\"', '{\"h\": \"v\"}')")
+        app.commit()
+        calls = app.execute("SELECT name FROM public.shadow_calls").fetchall()
+    with psycopg.connect(url, autocommit=True) as admin:
+        privileges = admin.execute("SELECT rolsuper, rolcreaterole, rolcreatedb, rolbypassrls FROM pg_roles "
+                                   "WHERE rolname = %s", (app_role,)).fetchone()
+        published = admin.execute('SELECT "partition", "offset", key, value, headers FROM public.records '
+                                  "WHERE topic_id = (SELECT topic_id FROM public.topics WHERE name = 'orders') "
+                                  'ORDER BY "partition", "offset"').fetchall()
+
+    assert calls == []
+    assert privileges == (False, False, False, False)
+    assert published == [(0, 0, "k", '{"a": [1, 2.5]}', '{"h":"v","i":"w"}'), (1, 0, None, '"x"', '{"h":"v"}')]
+
+
+def test_outbox_append_and_its_commit_take_a_record_under_standard_conforming_strings_off(
+        url: str, client: Any) -> None:
+    """The functions' regular expressions hold backslashes, which a session's
+    standard_conforming_strings = off would read as escapes had they not their own setting."""
+    with psycopg.connect(url) as app:
+        app.execute("SET standard_conforming_strings = off")
+        app.execute("INSERT INTO orders VALUES (1, 10)")
+        app.execute("SELECT outbox.append('orders', 0, 'k', %s::json, %s::json)", ('{"a": "\\ud83d\\ude00", "n": 1e300}', '{"h": "v"}'))
+        app.commit()
+
+    assert [(r["key"], r["value"], r["headers"]) for r in fetch(client, "orders", 0)["records"]] == [
+        ("k", {"a": "\U0001F600", "n": 1e300}, {"h": "v"})]
+
+
 @pytest.mark.parametrize(("key", "value", "headers"), [
     (None, '"' + "x" * 18 + '"', None), (None, '"' + "x" * 19 + '"', None),
     ("kk", '"' + "x" * 16 + '"', None), ("kk", '"' + "x" * 17 + '"', None),

@@ -67,6 +67,11 @@ SETTING_CONSTRAINTS = {
         "CREATE FUNCTION pg_temp.g() RETURNS void LANGUAGE plpgsql AS "
         "$$ BEGIN SET CONSTRAINTS ALL IMMEDIATE; END $$",
         "SELECT outbox.append('orders', 0, NULL, '\"from the application\"'), pg_temp.g()"],
+    # The statement's text, quoted in the call stack, holds a line ending ' at COMMIT'.
+    "in an EXECUTEd statement whose text says at COMMIT": [
+        APPEND, "DO $$ BEGIN EXECUTE E'SET CONSTRAINTS ALL IMMEDIATE /* at COMMIT\\n */'; END $$"],
+    "under standard_conforming_strings off": [
+        APPEND, "SET standard_conforming_strings = off", "SET CONSTRAINTS ALL IMMEDIATE"],
 }
 
 
@@ -127,6 +132,30 @@ def test_a_commit_inside_a_procedure_publishes(url: str, client: Any) -> None:
         app.execute("CALL pg_temp.place_order()")
 
     assert offsets_and_values(client) == [(0, "committed")]
+
+
+def test_a_commit_inside_a_procedure_whose_name_holds_a_line_break_publishes(url: str, client: Any) -> None:
+    """The procedure's name, quoted in the call stack, spans two lines: its COMMIT is still
+    the commit (taken for a SET CONSTRAINTS, it deferred itself at every firing, forever)."""
+    with psycopg.connect(url, autocommit=True) as app:
+        app.execute("SET statement_timeout = '5s'")
+        app.execute('CREATE PROCEDURE pg_temp."place\norder"() LANGUAGE plpgsql AS $$ BEGIN '
+                    "INSERT INTO orders VALUES (1, 10); "
+                    "PERFORM outbox.append('orders', 0, NULL, '\"committed\"'); COMMIT; END $$")
+        app.execute('CALL pg_temp."place\norder"()')
+
+    assert offsets_and_values(client) == [(0, "committed")]
+
+
+def test_an_implicit_transaction_appending_a_value_that_mentions_setting_constraints_is_published(
+    url: str, client: Any,
+) -> None:
+    """Only a SET CONSTRAINTS statement in the text makes its end ambiguous, not its words in
+    a record's value."""
+    with psycopg.connect(url, autocommit=True) as app:
+        app.execute("SELECT outbox.append('orders', 0, 'k', '{\"note\": \"please set the constraints\"}')")
+
+    assert offsets_and_values(client) == [(0, {"note": "please set the constraints"})]
 
 
 def test_a_rolled_back_savepoint_takes_its_appends_with_it(url: str, client: Any) -> None:

@@ -7,6 +7,15 @@
 -- with INVALID_REQUEST, a partition below 0 included; INVALID_RECORD is the topic's refusal
 -- (a compacted topic's record without a key); headers are stored as a Send stores them,
 -- compact JSON in the order given, and counted so against max_message_bytes.
+--
+-- It runs as its owner (SECURITY DEFINER) for any role granted appending, whose own functions,
+-- operators and tables must never stand in for the ones it calls: its search_path holds no
+-- schema a caller may create in (the log's schema may be the application's too, where a
+-- function matching a call such as to_json(text) more closely than pg_catalog's would be
+-- chosen; pg_temp, last, is never searched for functions or operators, and its tables come
+-- after pg_catalog's), and every table and function of the log is named with its schema. Its
+-- string constants, regular expressions among them, are read as written whatever the
+-- session's standard_conforming_strings.
 CREATE OR REPLACE FUNCTION outbox.append(
     topic text,
     "partition" integer,
@@ -16,7 +25,8 @@ CREATE OR REPLACE FUNCTION outbox.append(
     message_id text DEFAULT NULL,
     timestamp_ms bigint DEFAULT NULL
 ) RETURNS boolean
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, @log_schema@, pg_temp
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET standard_conforming_strings = on
 AS $fn$
 DECLARE
     t record;

@@ -25,6 +25,8 @@ CREATE OR REPLACE FUNCTION outbox.check_topic_config(
     staged boolean
 ) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+-- As the functions that call it (outbox.append's header says why).
+SET standard_conforming_strings = on
 AS $fn$
 DECLARE
     since text := CASE WHEN staged THEN ' (set after outbox.append staged this transaction''s records)' ELSE '' END;

@@ -4,8 +4,16 @@
 -- copies (migrations/versions/sql/NNNN_publish_pending.postgresql.sql). Why it publishes
 -- only at a commit: migrations/versions/sql/0012_upgrade.sql. @log_schema@ is the schema of
 -- the log's tables.
+--
+-- Its search_path holds no schema a caller may create in: every table and function of the log
+-- is named with its schema, so that no function, operator or table of the caller's is ever
+-- resolved in its place (the log's schema may be the application's too, where a function
+-- matching a call more closely than pg_catalog's would run as this function's owner; pg_temp,
+-- last, is never searched for functions or operators). Its string constants are read as
+-- written whatever the session's standard_conforming_strings.
 CREATE OR REPLACE FUNCTION outbox.publish_pending() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, @log_schema@, pg_temp
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET standard_conforming_strings = on
 -- Planned for each call's own topic and partition: a generic plan of a statement on `records`
 -- (partitioned, one leaf per log partition) would lock every leaf (app/storage/engine.py).
 SET plan_cache_mode = force_custom_plan
@@ -17,26 +25,51 @@ DECLARE
     me xid8 := pg_current_xact_id();
     context text;
     callers text;
+    deferring boolean;
+    -- The statement's moment, as text no session setting (DateStyle, TimeZone) changes.
+    statement_at text := extract(epoch FROM statement_timestamp())::text;
 BEGIN
-    -- Who called: the first line is this function, each further one a caller. At a commit
-    -- there is none, or a procedure's COMMIT; a SET CONSTRAINTS run by a function, a DO block
-    -- or an append itself has its caller's lines.
+    -- Who called: the first line is this function, each further one a caller, the innermost
+    -- first. At a commit there is none, or a procedure's (or DO block's) COMMIT; a SET
+    -- CONSTRAINTS run by a function, a DO block or an append itself has its caller's lines.
     GET DIAGNOSTICS context = PG_CONTEXT;
     callers := substr(context, strpos(context || E'\n', E'\n') + 1);
-    -- With no caller it is a top-level statement: a commit, or a SET CONSTRAINTS sent as a
-    -- statement of its own (or in a string of several), whose text then says so. Any text
-    -- that could hold one is treated as one: a false alarm only defers once more.
-    IF (callers <> '' AND callers !~ '^[^\n]* at COMMIT(\n|$)')
-       OR (callers = '' AND current_query() ~* '\mset\M.*\mconstraints\M') THEN
-        IF callers = '' AND current_setting('outbox.deferred_in', true) = statement_timestamp()::text THEN
-            -- Deferred once already in this statement and called again: the statement is both
-            -- setting constraints and ending the transaction (an implicit transaction of
-            -- several statements), and its commit cannot be told from a SET. Refused rather
-            -- than publish early or loop.
-            RAISE EXCEPTION 'INVALID_REQUEST: records appended with outbox.append are published at the commit, and this statement both sets constraints and commits: run SET CONSTRAINTS in a statement of its own, or commit in one'
-                USING ERRCODE = 'object_not_in_prerequisite_state';
+    IF callers = '' THEN
+        -- A top-level statement: a commit, or a SET CONSTRAINTS sent as a statement of its
+        -- own (or in a string of several), which then begins the text or follows a ';', after
+        -- white space and comments only (a comment's close taken as far as needed, since
+        -- comments nest). Text that merely holds the words (a record's value) is no SET; text
+        -- that could hold one is treated as one: a false alarm only defers once more.
+        deferring := current_query() ~* '(^|;)(\s|--[^\n\r]*[\n\r]|/\*.*\*/)*set(\s|--[^\n\r]*[\n\r]|/\*.*\*/)+constraints\M';
+    ELSE
+        -- A procedure's COMMIT has PL/pgSQL's own line innermost, written by PostgreSQL as
+        -- 'PL/pgSQL function <signature> line <n> at COMMIT', the signature inline_code_block
+        -- for a DO block and otherwise the name and argument types with every identifier that
+        -- is not plain lower case quoted ("" for a quote within): matched whole, quotes paired,
+        -- so that a name holding a line break and ' at COMMIT' reads as the name it is. Any
+        -- other innermost line is no commit of PL/pgSQL's: a statement run inside a function
+        -- ('SQL statement "…"', whose quoted text may hold anything, lines included, but
+        -- never comes first), an SQL function's line, or another language's. This trusts
+        -- each installed language to begin its own line with its own words, as PostgreSQL's
+        -- languages do: one that let a function's author write the start of it could pass
+        -- off any firing as a commit.
+        deferring := callers !~ '^PL/pgSQL function (inline_code_block|([a-z_][a-z0-9_]*|"([^"]|"")*")(\.([a-z_][a-z0-9_]*|"([^"]|"")*"))?\(([]a-z0-9_ .,[]|"([^"]|"")*")*\)) line [0-9]+ at COMMIT(\n|$)';
+    END IF;
+    IF deferring THEN
+        -- Deferring queues a new event, which a SET CONSTRAINTS leaves for later but a commit
+        -- fires at once: a commit taken for a SET would defer forever. A statement run inside
+        -- a function (innermost 'SQL statement', 'SQL expression', 'PL/pgSQL assignment' or
+        -- 'SQL function' line) is never a commit, and may set constraints as often as it
+        -- likes; any other deferral (a top-level statement, a commit in another language's
+        -- procedure) comes once per statement, and a second one in the same statement is
+        -- refused rather than published early or looped.
+        IF callers !~ '^(SQL statement|SQL expression|PL/pgSQL assignment|SQL function) "' THEN
+            IF current_setting('outbox.deferred_in', true) = statement_at THEN
+                RAISE EXCEPTION 'INVALID_REQUEST: records appended with outbox.append are published at the commit, and this statement both sets constraints and commits, or commits where that cannot be told from a SET CONSTRAINTS: run SET CONSTRAINTS in a statement of its own, and commit in one or with PL/pgSQL''s COMMIT'
+                    USING ERRCODE = 'object_not_in_prerequisite_state';
+            END IF;
+            PERFORM set_config('outbox.deferred_in', statement_at, true);
         END IF;
-        PERFORM set_config('outbox.deferred_in', statement_timestamp()::text, true);
         -- Naming the trigger overrides a SET CONSTRAINTS ALL for it, so the request put back
         -- waits for the commit (or the next SET CONSTRAINTS ... IMMEDIATE, which comes here).
         SET CONSTRAINTS outbox.publish_at_commit DEFERRED;

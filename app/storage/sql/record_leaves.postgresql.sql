@@ -12,13 +12,21 @@
 -- (migrations/versions/sql/NNNN_record_leaves.postgresql.sql). @log_schema@ is the schema of
 -- the log's tables.
 --
+-- Each function's search_path holds no schema a role may create in (the log's schema may be
+-- an application's too): a function or operator created there matching a call more closely
+-- than pg_catalog's (format(text, integer, integer) beside format(text, VARIADIC "any")) would
+-- run, as whoever creates a topic or, in create_partition_view, as its owner. Every table of
+-- the log is named with its schema, and string constants are read as written whatever the
+-- session's standard_conforming_strings.
+--
 -- CREATE TABLE … (LIKE records) then ATTACH PARTITION, never CREATE TABLE … PARTITION OF:
 -- PARTITION OF takes `records` in ACCESS EXCLUSIVE mode until the commit, so every reader and
 -- appender would queue behind a topic's creation, and it deadlocked with appenders in simple
 -- interleavings; ATTACH takes SHARE UPDATE EXCLUSIVE, which readers and appenders pass and
 -- which only another ATTACH waits for (benchmarks/partition_leaves.py measured both).
 CREATE OR REPLACE FUNCTION outbox.create_record_leaf(parent text, topic_id integer, "partition" integer) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, @log_schema@, pg_temp
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+SET standard_conforming_strings = on
 AS $fn$
 DECLARE
     leaf text := format('records_%s_%s', topic_id, "partition");
@@ -65,13 +73,20 @@ CREATE SCHEMA IF NOT EXISTS committed_records;
 -- (run by that role or a member of it) can then grant SELECT on all of them, where a role that
 -- owned only some would grant nothing on the others.
 CREATE OR REPLACE FUNCTION outbox.create_partition_view(topic_id integer, "partition" integer) RETURNS void
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, @log_schema@, pg_temp
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET standard_conforming_strings = on
 AS $fn$
 DECLARE
     view_name text := format('partition_%s_%s', topic_id, "partition");
     reader oid;
 BEGIN
+    -- The view's text names the log's tables without their schema (it is also the text of the
+    -- view of every partition): they are found with the log's schema on the path for this
+    -- statement alone, after pg_catalog, where every operator the text uses (on integers and
+    -- bigints) has its exact match, so none of the log's schema is chosen over it.
+    PERFORM set_config('search_path', 'pg_catalog, @log_schema@, pg_temp', true);
     EXECUTE format(@partition_view@, view_name, topic_id, "partition");
+    PERFORM set_config('search_path', 'pg_catalog, pg_temp', true);
     FOR reader IN SELECT a.grantee FROM pg_class c, aclexplode(c.relacl) a
                   WHERE c.oid = '@log_schema@.committed_records'::regclass AND a.privilege_type = 'SELECT'
                     AND a.grantee <> c.relowner LOOP
@@ -82,7 +97,8 @@ END
 $fn$;
 ---
 CREATE OR REPLACE FUNCTION outbox.attach_record_leaf() RETURNS trigger
-LANGUAGE plpgsql SET search_path = pg_catalog, @log_schema@, pg_temp
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+SET standard_conforming_strings = on
 AS $fn$
 BEGIN
     PERFORM outbox.create_record_leaf(TG_ARGV[0], NEW.topic_id, NEW."partition");

@@ -1,0 +1,63 @@
+"""Upgrading to 0042 and back on PostgreSQL: outbox.append, publish_pending and
+check_topic_config resolve nothing in the log's schema by search_path and read their string
+constants as written under any standard_conforming_strings, and a top-level statement is taken
+for a SET CONSTRAINTS only when it holds one; the downgrade puts 0039's texts back."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from alembic import command
+
+from tests.migration_helpers import at_revision, topic_t
+
+PARTITION = 'INSERT INTO partitions (topic_id, "partition", next_offset, log_start_offset) VALUES (1, 0, 0, 0)'
+FUNCTIONS = ("append", "publish_pending", "check_topic_config")
+
+
+def _psycopg(url: str) -> str:
+    return url.replace("postgresql+psycopg", "postgresql")
+
+
+def _settings(url: str) -> dict[str, list[str]]:
+    with psycopg.connect(_psycopg(url)) as conn:
+        return dict(conn.execute("SELECT p.proname, p.proconfig FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+                                 "WHERE n.nspname = 'outbox' AND p.proname = ANY(%s)", (list(FUNCTIONS),)).fetchall())
+
+
+def _appends(url: str) -> list[str]:
+    """What outbox.append and its commit answer, in an implicit transaction, to a value that
+    mentions setting constraints (in the statement's text, as the commit's test reads it), and
+    under standard_conforming_strings = off."""
+    answers = []
+    for setting, value in (("on", '{"note": "please set the constraints"}'), ("off", "1")):
+        with psycopg.connect(_psycopg(url), autocommit=True) as conn:
+            conn.execute(f"SET standard_conforming_strings = {setting}")
+            try:
+                conn.execute(f"SELECT outbox.append('t', 0, 'k', '{value}')")
+                answers.append("published")
+            except psycopg.Error as e:
+                answers.append(e.sqlstate or "")
+    return answers
+
+
+@pytest.mark.parametrize("empty_url", ["postgresql"], indirect=True)
+def test_0042_pins_the_functions_settings_and_the_downgrade_puts_0039_s_back(empty_url: str) -> None:
+    config = at_revision(empty_url, "0040", topic_t(1), PARTITION)
+    assert _appends(empty_url) == ["55000", "42601"]
+    assert _settings(empty_url) == {
+        "append": ["search_path=pg_catalog, public, pg_temp"],
+        "publish_pending": ["search_path=pg_catalog, public, pg_temp", "plan_cache_mode=force_custom_plan"],
+        "check_topic_config": ["search_path=pg_catalog, pg_temp"]}
+
+    command.upgrade(config, "0042")
+    assert _appends(empty_url) == ["published", "published"]
+    assert _settings(empty_url) == {
+        "append": ["search_path=pg_catalog, pg_temp", "standard_conforming_strings=on"],
+        "publish_pending": ["search_path=pg_catalog, pg_temp", "standard_conforming_strings=on",
+                            "plan_cache_mode=force_custom_plan"],
+        "check_topic_config": ["search_path=pg_catalog, pg_temp", "standard_conforming_strings=on"]}
+
+    command.downgrade(config, "0040")
+    assert _appends(empty_url) == ["55000", "42601"]
+    assert _settings(empty_url)["append"] == ["search_path=pg_catalog, public, pg_temp"]
