@@ -31,16 +31,16 @@ created in the log's schema ran at every topic's creation, as the role creating 
 create_partition_view, as the functions' owner. Their search_path is `pg_catalog, pg_temp` too;
 the partition's view, whose text names the log's tables without their schema (the text of the
 view of every partition, sql/0042_committed_records.postgresql.sql, rendered for one partition
-as 0035 rendered it, unchanged), is created with the log's schema after pg_catalog for that
+as 0041 rendered it, unchanged), is created with the log's schema after pg_catalog for that
 statement alone.
 
 CREATE OR REPLACE keeps the functions' owner and outbox.append's EXECUTE grants (outbox
-grant-appender's); older processes keep working beside them. The downgrade puts 0039's texts
-and 0035's record leaves' back. SQLite has no in-database appender nor leaves: nothing to do
+grant-appender's); older processes keep working beside them. The downgrade puts 0039's
+outbox.append and check_topic_config and 0041's publish_pending and record leaves back. SQLite has no in-database appender nor leaves: nothing to do
 there.
 
 Revision ID: 0042
-Revises: 0040
+Revises: 0041
 Create Date: 2026-12-06
 """
 
@@ -49,16 +49,17 @@ from __future__ import annotations
 from migrations.sql_files import dollar_quoted, run_sql_file, sql_file
 
 revision = "0042"
-down_revision = "0040"
+down_revision = "0041"
 branch_labels = None
 depends_on = None
 
 
 # A partition's view: sql/0042_committed_records.postgresql.sql rendered as a format() string of
 # outbox.create_partition_view (%1$I the view's name, %2$s and %3$s the partition's topic id and
-# number), as 0035 rendered it.
+# number), as 0041 rendered it (with its self-committed part's marker).
 _ONE_PARTITION = {"view": "committed_records.%1$I", "topic_id": "%2$s", "partition": "%3$s",
-                  "of_partition": '\n  AND b.topic_id = %2$s AND b."partition" = %3$s'}
+                  "of_partition": '\n  AND b.topic_id = %2$s AND b."partition" = %3$s',
+                  "records_of_partition": '\n  AND r.topic_id = %2$s AND r."partition" = %3$s'}
 
 
 def _record_leaves(name: str) -> None:

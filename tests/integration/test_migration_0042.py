@@ -1,7 +1,7 @@
 """Upgrading to 0042 and back on PostgreSQL: outbox.append, publish_pending and
 check_topic_config resolve nothing in the log's schema by search_path and read their string
 constants as written under any standard_conforming_strings, and a top-level statement is taken
-for a SET CONSTRAINTS only when it holds one; the downgrade puts 0039's texts back."""
+for a SET CONSTRAINTS only when it holds one; the downgrade puts the texts before it back."""
 
 from __future__ import annotations
 

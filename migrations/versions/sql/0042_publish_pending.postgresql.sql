@@ -133,17 +133,22 @@ BEGIN
                 FROM outbox.pending_records p
                 WHERE p.xact = $2 AND p.topic_id = $3 AND p."partition" = $4
             ), published AS (
-                INSERT INTO @log_schema@.%I (topic_id, "partition", "offset", timestamp_ms, key, value, headers)
-                SELECT s.topic_id, s."partition", s."offset", s.timestamp_ms, s.key, s.value, s.headers FROM staged s
+                INSERT INTO @log_schema@.%I (topic_id, "partition", "offset", timestamp_ms, key, value, headers,
+                                             self_committed)
+                SELECT s.topic_id, s."partition", s."offset", s.timestamp_ms, s.key, s.value, s.headers, true
+                FROM staged s
             )
             INSERT INTO @log_schema@.record_message_ids (topic_id, message_id, "partition", "offset")
             SELECT s.topic_id, s.message_id, s."partition", s."offset" FROM staged s WHERE s.message_id IS NOT NULL
         $sql$, format('records_%s_%s', part.topic_id, part."partition"))
         USING base, me, part.topic_id, part."partition";
         -- The partition's records are one plain batch (app/storage/append.py writes the same row
-        -- for a Send's batch), committed at its last offset.
-        INSERT INTO @log_schema@.record_batches (topic_id, "partition", base_offset, record_count, state, commit_position)
-        VALUES (part.topic_id, part."partition", base, part.n, 'committed', base + part.n - 1);
+        -- for a Send's batch), committed at its last offset. It has neither a producer nor a
+        -- transaction, and its records are written with it: it and they are self-committed
+        -- (the view committed_records reads them as a range of `records`, docs/DESIGN-batches.md).
+        INSERT INTO @log_schema@.record_batches (topic_id, "partition", base_offset, record_count, state, commit_position,
+                                                 self_committed)
+        VALUES (part.topic_id, part."partition", base, part.n, 'committed', base + part.n - 1, true);
         -- Waiting readers of other processes (delivered only if this transaction commits).
         PERFORM pg_notify('outbox_log', part.topic_id || ':' || part."partition");
     END LOOP;
