@@ -23,7 +23,7 @@ from app.kafka.acls import AclApis
 from app.kafka.api_keys import SERVED, ApiKey, transaction_version
 from app.kafka.auth import (NOT_REQUESTED, RULES, access, authorized_operations, coordinator_resource, refusal_code,
                             topics_not_acted_on)
-from app.kafka.errors import error_code, metadata_code, transactional_code
+from app.kafka.errors import coordinator_error_code, error_code, metadata_code, transactional_code
 from app.kafka.group_offsets import GroupOffsetApis
 from app.kafka.groups import GroupApis
 from app.kafka.produce import ProduceApi
@@ -288,7 +288,7 @@ class Apis:
 
         def code_of(key: tuple[str, int]) -> ErrorCode:
             e = refused.get(key)
-            return denied.get(key[0], every) if e is None else error_code(e)
+            return denied.get(key[0], every) if e is None else coordinator_error_code(e)
 
         return build(m.AddPartitionsToTxnResponse, throttle_time=NO_WAIT, results_by_topic_v3_and_below=tuple(
             build(m.AddPartitionsToTxnTopicResult, name=t.name, results_by_partition=tuple(

@@ -28,11 +28,30 @@ _NEAREST: dict[str, ErrorCode] = {
 
 
 def error_code(error: OutboxError) -> ErrorCode:
-    """The Kafka error code a client is answered for `error`."""
+    """The Kafka error code a client is answered for `error` by a partition's API (Produce,
+    Fetch, ListOffsets, topic administration); a coordinator's answers coordinator_error_code."""
     nearest = _NEAREST.get(error.error_code)
     if nearest is not None:
         return nearest
     return ErrorCode.__members__.get(error.error_code.lower(), ErrorCode.unknown_server_error)
+
+
+# What a coordinator's API (a transaction's: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn,
+# EndTxn, TxnOffsetCommit; a group's: JoinGroup to OffsetDelete) answers where the database did
+# not serve the request (down, not migrated, or a lock waited on past OUTBOX_DB_LOCK_TIMEOUT_MS):
+# COORDINATOR_LOAD_IN_PROGRESS, which Kafka's clients retry on every coordinator API.
+# KAFKA_STORAGE_ERROR is a partition's code: retried on Produce and Fetch, but librdkafka takes it
+# as permanent on EndTxn, and its application would abort a transaction whose Commit only waited
+# for a lock; kafka-python takes it as fatal on the group APIs.
+_COORDINATOR_NEAREST: dict[str, ErrorCode] = {
+    "STORAGE_UNAVAILABLE": ErrorCode.coordinator_load_in_progress,
+    "SCHEMA_NOT_MIGRATED": ErrorCode.coordinator_load_in_progress,
+}
+
+
+def coordinator_error_code(error: OutboxError) -> ErrorCode:
+    """error_code for an answer of a transaction's or a group's coordinator (_COORDINATOR_NEAREST)."""
+    return _COORDINATOR_NEAREST.get(error.error_code) or error_code(error)
 
 
 def metadata_code(metadata: str | None, code: ErrorCode) -> ErrorCode:
@@ -70,7 +89,7 @@ def transactional_code(error: OutboxError, api_key: ApiKey, version: int, *,
     `every_stale_epoch_fenced`: the request speaks transaction version 2's EndTxn, which Kafka's
     coordinator answers PRODUCER_FENCED for any epoch but the current one (a retry of the
     EndTxn that bumped it aside), a delayed EndTxn of an ended transaction too."""
-    code = error_code(error)
+    code = error_code(error) if api_key is ApiKey.PRODUCE else coordinator_error_code(error)
     if every_stale_epoch_fenced and code is ErrorCode.invalid_producer_epoch:
         return ErrorCode.producer_fenced
     if code is ErrorCode.producer_fenced and version < PRODUCER_FENCED_SINCE.get(api_key, _NEVER):

@@ -17,7 +17,7 @@ from app.domain.errors import OutboxError
 from app.domain.offsets import NO_LEADER_EPOCH, GroupMetadata, OffsetToStage, ReadOrder, metadata_fits
 from app.kafka.api_keys import ApiKey
 from app.kafka.auth import access, refusal_code
-from app.kafka.errors import error_code, metadata_code
+from app.kafka.errors import coordinator_error_code, metadata_code
 from app.kafka.protocol import NO_WAIT, build, partitions_once, response_module
 
 
@@ -54,7 +54,7 @@ class GroupOffsetApis:
                 # even when no offset fits; one too long is left out, answered below.
                 self.group_offsets.commit(body.group_id, offsets_once(allowed), metadata, each_partition=True)
         except OutboxError as e:
-            code = error_code(e)
+            code = coordinator_error_code(e)
         return build(m.OffsetCommitResponse, throttle_time=NO_WAIT, topics=tuple(
             build(m.OffsetCommitResponseTopic, name=t.name, partitions=tuple(
                 build(m.OffsetCommitResponsePartition, partition_index=p.partition_index,
@@ -93,7 +93,7 @@ class GroupOffsetApis:
         try:
             fetched = self.group_offsets.fetch_with_pending(body.group_id, ReadOrder.OFFSET)
         except OutboxError as e:
-            return failed(error_code(e))
+            return failed(coordinator_error_code(e))
         at = {(o.topic, o.partition): o for o in fetched.committed}
         if body.topics is None:  # version 2 and later: every partition the group has an offset for,
             wanted: dict[str, list[int]] = {}  # of the topics the principal may describe
@@ -115,7 +115,7 @@ class GroupOffsetApis:
                 # An HTTP reader's commit position that a Kafka consumer would skip or repeat a
                 # transaction from (app.domain.offsets.offset_in_order): refused whether or not
                 # stable offsets are required, since no offset answered here would be right.
-                code = error_code(refusal)
+                code = coordinator_error_code(refusal)
                 if code == ErrorCode.unstable_offset_commit and version < FIRST_UNSTABLE_OFFSET_COMMIT_VERSION:
                     # A client of an older version does not know the code (aiokafka raises it as
                     # an unknown error and gives up); the coordinator's "still loading" is the
@@ -170,9 +170,9 @@ class GroupOffsetApis:
                     wanted.append((t.name, p.partition_index))
         try:
             for key, e in self.group_offsets.delete_offsets(body.group_id, wanted).items():
-                codes[key] = error_code(e)
+                codes[key] = coordinator_error_code(e)
         except OutboxError as e:
-            return build(m.OffsetDeleteResponse, error_code=error_code(e), throttle_time=NO_WAIT, topics=())
+            return build(m.OffsetDeleteResponse, error_code=coordinator_error_code(e), throttle_time=NO_WAIT, topics=())
         return answer(ErrorCode.none, codes)
 
 

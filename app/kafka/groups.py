@@ -36,7 +36,7 @@ from app.domain.errors import (GroupMetadataTooLarge, InvalidRequest, MemberIdRe
 from app.domain.group import CONSUMER_PROTOCOL, check_assignments_bytes, check_protocols_bytes
 from app.kafka.api_keys import ApiKey
 from app.kafka.auth import NOT_REQUESTED, access, authorized_operations, refusal_code
-from app.kafka.errors import error_code
+from app.kafka.errors import coordinator_error_code
 from app.kafka.protocol import NO_WAIT, ClientGone, build, client_gone, client_host, client_id, response_module
 from app.logs import RateLimitedLog
 
@@ -173,7 +173,7 @@ class GroupApis:
             check_protocols_bytes(protocols, self.settings.kafka_group_max_metadata_bytes)
         except GroupMetadataTooLarge as e:
             _too_large(self._warn_of_too_large, "JoinGroup", body.group_id, e)
-            return answer(error_code(e))
+            return answer(coordinator_error_code(e))
         rebalance = getattr(body, "rebalance_timeout", None)
         session_timeout_ms = body.session_timeout // _MS
         # From version 5 (KIP-345); an older request has no field for it.
@@ -193,11 +193,11 @@ class GroupApis:
                     client_host=client_host())
             except MemberIdRequired as e:
                 self._hand_out(body.group_id, e.details["member_id"], session_timeout_ms)
-                return answer(error_code(e), member_id=e.details["member_id"])
+                return answer(coordinator_error_code(e), member_id=e.details["member_id"])
             except GroupMetadataTooLarge as e:
                 # The group's total only the service can check, under the group's lock.
                 _too_large(self._warn_of_too_large, "JoinGroup", body.group_id, e)
-                return answer(error_code(e))
+                return answer(coordinator_error_code(e))
             self._hand_over(body.group_id, got)
             self._notify()
             seen += 1  # its own change: nothing this request has not seen
@@ -205,7 +205,7 @@ class GroupApis:
                 got = await self._joined(body.group_id, got, instance_id, seen)
             self._notify()
         except OutboxError as e:
-            return answer(error_code(e))
+            return answer(coordinator_error_code(e))
         return answer(ErrorCode.none, got)
 
     async def _joined(self, group_id: str, joining: Any, instance_id: str | None, seen: int) -> Any:
@@ -281,7 +281,7 @@ class GroupApis:
                                     self.settings.kafka_group_max_total_metadata_bytes)
         except GroupMetadataTooLarge as e:
             _too_large(self._warn_of_too_large, "SyncGroup", body.group_id, e)
-            return answer(error_code(e))
+            return answer(coordinator_error_code(e))
         assignments = {a.member_id: (bytes(a.assignment), _assigned(protocol_type, bytes(a.assignment)))
                        for a in body.assignments}
         deadline = time.monotonic() + self.settings.group_max_session_timeout_ms / 1000
@@ -307,9 +307,9 @@ class GroupApis:
             self._notify()
         except GroupMetadataTooLarge as e:  # the service's own check (the same bounds: tests give it lower ones)
             _too_large(self._warn_of_too_large, "SyncGroup", body.group_id, e)
-            return answer(error_code(e))
+            return answer(coordinator_error_code(e))
         except OutboxError as e:
-            return answer(error_code(e))
+            return answer(coordinator_error_code(e))
         return answer(ErrorCode.none, got)
 
     async def heartbeat(self, body: Any, version: int) -> Any:
@@ -322,7 +322,7 @@ class GroupApis:
             await self._in_turn(body.group_id, self.protocol.heartbeat, body.group_id, body.member_id,
                                 body.generation_id, getattr(body, "group_instance_id", None))
         except OutboxError as e:
-            code = error_code(e)
+            code = coordinator_error_code(e)
         return build(m.HeartbeatResponse, throttle_time=NO_WAIT, error_code=code)
 
     async def leave_group(self, body: Any, version: int) -> Any:
@@ -338,8 +338,8 @@ class GroupApis:
             outcome = await self._in_turn(body.group_id, self.protocol.leave, body.group_id, leaving)
             self._notify()
         except OutboxError as e:
-            return build(m.LeaveGroupResponse, throttle_time=NO_WAIT, error_code=error_code(e), members=())
-        codes = [ErrorCode.none if e is None else error_code(e) for e in outcome]
+            return build(m.LeaveGroupResponse, throttle_time=NO_WAIT, error_code=coordinator_error_code(e), members=())
+        codes = [ErrorCode.none if e is None else coordinator_error_code(e) for e in outcome]
         if version < 3:
             return build(m.LeaveGroupResponse, throttle_time=NO_WAIT, error_code=codes[0])
         return build(m.LeaveGroupResponse, throttle_time=NO_WAIT, error_code=ErrorCode.none, members=tuple(
@@ -361,7 +361,7 @@ class GroupApis:
                     self.groups.delete(g)
                     code = ErrorCode.none
                 except OutboxError as e:
-                    code = error_code(e)
+                    code = coordinator_error_code(e)
             results.append(build(m.DeletableGroupResult, group_id=g, error_code=code))
         return build(m.DeleteGroupsResponse, throttle_time=NO_WAIT, results=tuple(results))
 
