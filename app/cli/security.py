@@ -201,7 +201,9 @@ def appender(settings: Settings, args: argparse.Namespace) -> int:
     if settings.is_sqlite:
         raise CommandError(f"{args.command} is for PostgreSQL: an SQLite file has no roles (whoever can write the "
                            "file can append to it)", EXIT_USAGE)
-    topics = [*args.topic, *(["*"] if args.all_topics else [])]
+    from app.domain.acl import WILDCARD_RESOURCE
+
+    topics = [*args.topic, *([WILDCARD_RESOURCE] if args.all_topics else [])]
     granting = args.command == "grant-appender"
     if granting and not (topics or args.topic_prefix):
         raise CommandError("name what the role may append to: --topic NAME, --topic-prefix PREFIX or --all-topics",
@@ -232,12 +234,17 @@ def _check_appended_names(topics: list[str], prefixes: list[str]) -> None:
     or a --topic-prefix no topic's name can start with (the empty one: outbox.append_grants'
     CHECK refused it, which read as an unavailable database). The address rule, not a new
     topic's (app.domain.topic_names): it is the one every existing topic's name keeps, and a
-    non-empty beginning of such a name keeps it too."""
+    non-empty beginning of such a name keeps it too. And '*', which outbox.append reads as every
+    topic in a grant of either kind: said so, it granted every topic as --all-topics does,
+    where the caller may have meant a topic of that name."""
+    from app.domain.acl import WILDCARD_RESOURCE
     from app.domain.errors import InvalidRequest
     from app.domain.topic_names import TOPIC_NAME_MAX_LENGTH, check_topic_address
 
     for flag, names in (("--topic", topics), ("--topic-prefix", prefixes)):
         for name in names:
+            if name == WILDCARD_RESOURCE:
+                raise CommandError(f"{flag} {name!r} would mean every topic; say --all-topics for that", EXIT_USAGE)
             try:
                 check_topic_address(name)
             except InvalidRequest:

@@ -155,7 +155,7 @@ class ProducerInit:
                     producers.create_producer(conn, transactional_id=None, now_ms=now, principal=principal),
                     0, None, None,
                 )
-            producers.set_producer_epoch(conn, producer_id, bumped)
+            producers.bump_producer_epoch(conn, producer_id, bumped, now)
             return ProducerIdAndEpoch(producer_id, bumped, None, None)
 
     def _init_once(

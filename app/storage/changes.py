@@ -79,7 +79,7 @@ FORGET_AFTER_S = 600.0
 MAX_REMEMBERED_PARTITIONS = 100_000
 # PostgreSQL: how soon after a notification of a partition the listener does not know it looks
 # at the partitions' log ends again (`_listen_postgresql`), which wakes that partition's
-# waiters if it is a new one that grew. At most one look a second, however many notifications
+# waiters if it is a new one that grew, or one created and deleted since. At most one look a second, however many notifications
 # name partitions that do not exist.
 UNKNOWN_LOOK_S = 1.0
 _CHANGED = "outbox_changed_partitions"
@@ -418,7 +418,8 @@ class LogChanges:
         every waiting reader unheard until the listener came back, RECHECK_S later; and one of a
         partition not known is not remembered, which a million of them took serve's memory up
         by 160 MB for FORGET_AFTER_S, but asks for a look at the log ends soon
-        (UNKNOWN_LOOK_S), which finds a partition created since."""
+        (UNKNOWN_LOOK_S), which finds a partition created since, and wakes the readers of one
+        created and deleted since (`_wake_grown`)."""
         key = parse_payload(payload)
         if key is not None:
             # `_waiters` read without the lock: a waiter registered just after is told by the
@@ -434,8 +435,18 @@ class LogChanges:
     def _wake_grown(self, before: dict[Key, int], now: dict[Key, int]) -> dict[Key, int]:
         """Wake the waiters of the partitions whose log ends moved from `before` to `now` (a
         partition created since, with an empty log, has not grown), and of those gone since
-        (their topic deleted: app.storage.topics.delete_topic)."""
+        (their topic deleted: app.storage.topics.delete_topic), and of those in neither.
+
+        A partition in neither was created after the look at `before` and deleted before this
+        one; its reader fetched it meanwhile, and the delete's notification, of a partition not
+        known then, reached no waiter if it came before the reader's registration (`_hear`
+        passes such a one over). A reader of a partition that is not there must read again to
+        learn so rather than wait out its long poll. Taken from the waiters, not from the
+        notifications passed over, so that nothing is kept of those: their number is anyone's
+        to choose (`_hear`), the waiters' is this process's readers'."""
         grown = [k for k, n in now.items() if before.get(k, 0) != n] + [k for k in before if k not in now]
+        with self._lock:
+            grown += [k for k in self._waiters if k not in now and k not in before]
         if grown:
             self.changed(grown)
         return now

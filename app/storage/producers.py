@@ -69,11 +69,15 @@ def create_producer(
     return producer_id
 
 
-def set_producer_epoch(conn: Connection, producer_id: int, producer_epoch: int) -> None:
+def bump_producer_epoch(conn: Connection, producer_id: int, producer_epoch: int, now_ms: int) -> None:
+    """An idempotent producer's KIP-360 epoch bump: its new epoch, and `created_ms` moved to now,
+    as the bump makes the producer anew (its sequences start again). Producer expiry counts
+    that as use (_IDLE): a producer bumped just before its expiration would otherwise be
+    forgotten before its first Send under the new epoch."""
     conn.execute(
         update(producers)
         .where(producers.c.producer_id == producer_id)
-        .values(producer_epoch=producer_epoch)
+        .values(producer_epoch=producer_epoch, created_ms=now_ms)
     )
 
 
@@ -119,8 +123,9 @@ _FORGETTABLE = or_(
     ~exists().where(transactions.c.transactional_id == producers.c.transactional_id,
                     transactions.c.producer_id == producers.c.producer_id),
 )
-# Idle: neither made nor used by a Send (every Send of an idempotent producer writes updated_ms
-# in each partition it writes to) since `used_before`.
+# Idle: neither made (created, or its epoch bumped: bump_producer_epoch) nor used by a Send
+# (every Send of an idempotent producer writes updated_ms in each partition it writes to) since
+# `used_before`.
 _IDLE = (
     producers.c.created_ms < bindparam("used_before"),
     ~exists().where(producer_partitions.c.producer_id == producers.c.producer_id,
@@ -133,8 +138,8 @@ _IDLE_PRODUCERS = (
 
 
 def idle_producers(conn: Connection, used_before: int, limit: int) -> list[int]:
-    """The ids of the producers expiry may forget (_FORGETTABLE) whose last use (their creation,
-    or a Send's write of their sequence state in any partition) was before `used_before`: at
+    """The ids of the producers expiry may forget (_FORGETTABLE) whose last use (their creation
+    or epoch bump, or a Send's write of their sequence state in any partition) was before `used_before`: at
     most `limit`, lowest first."""
     return list(conn.execute(_IDLE_PRODUCERS, {"used_before": used_before, "limit": limit}).scalars())
 

@@ -318,6 +318,8 @@ producers = Table(
     # (storage.transactions.apply_transit).
     Column("producer_epoch", Integer, nullable=False),
     Column("transactional_id", String(255), nullable=True),
+    # When the producer was last made: its creation, or an idempotent producer's epoch bump
+    # (KIP-360; storage.producers.bump_producer_epoch). Producer expiry counts it as use.
     Column("created_ms", BigInteger, nullable=False),
     # The principal InitProducerId handed the id to (migration 0010): an id without a
     # transactional id is its holder's alone (app.domain.producer.StoredProducer).

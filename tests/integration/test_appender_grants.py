@@ -180,6 +180,19 @@ def test_grant_appender_without_a_topic_is_a_usage_error(role: str, db_url: str,
                                                "--topic-prefix PREFIX or --all-topics")
 
 
+@pytest.mark.parametrize("flag", ["--topic", "--topic-prefix"])
+def test_grant_appender_of_a_star_is_a_usage_error_pointing_to_all_topics_and_grants_nothing(
+        admin_url: str, role: str, db_url: str, cli: Run, flag: str) -> None:
+    # outbox.append reads a grant of '*', of either kind, as every topic: the command granted
+    # every topic, as --all-topics does, to a caller who may have meant a topic named so.
+    done = cli(db_url, "grant-appender", role, "--topic", "orders", flag, "*")
+
+    assert (done.returncode, done.stderr) == (
+        EXIT_USAGE, f"outbox: error: {flag} '*' would mean every topic; say --all-topics for that\n")
+    with psycopg.connect(admin_url) as conn:
+        assert conn.execute("SELECT count(*) FROM outbox.append_grants WHERE role = %s", (role,)).fetchone() == (0,)
+
+
 @pytest.mark.parametrize(("args", "error"), [
     (("revoke-appender", "no_such_role"), 'role "no_such_role" does not exist'),
     (("grant-appender", "pg_app", "--topic", "orders"), 'role name "pg_app" is reserved'),

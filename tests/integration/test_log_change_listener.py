@@ -261,3 +261,27 @@ def test_a_partition_created_after_the_listeners_look_is_heard_of_at_its_next_lo
     finally:
         changes.stop()
         loop.close()
+
+
+def test_a_reader_of_a_partition_created_and_deleted_since_the_listeners_look_is_woken_at_the_next(
+        services: Any, db_url: str) -> None:
+    # The delete's notification names a partition the listener does not know, and comes before
+    # the reader waits on it: passed over, it woke nobody, and the next look found the partition
+    # in neither its old log ends nor its new ones. The reader waited out its whole long poll
+    # before learning its topic was gone.
+    import app.storage.changes as changes_module
+
+    changes, loop = _listening(db_url)
+    try:
+        topic_id = _topic(services, 1)  # after the listener's look
+        since = changes.now()  # the reader's, before its fetch found the topic
+        services.topics.delete("t")
+        deadline = time.monotonic() + 10
+        while not changes._unknown_heard:  # the delete's notification, passed over
+            assert time.monotonic() < deadline, "the delete's notification was not heard"
+            time.sleep(0.01)
+        assert changes_module.UNKNOWN_LOOK_S < 5 < RECHECK_S
+        assert loop.run_until_complete(changes.wait([(topic_id, 0)], since, 5)) is True
+    finally:
+        changes.stop()
+        loop.close()

@@ -238,3 +238,20 @@ def test_the_worker_runs_beside_the_coordinator_at_its_interval(settings, databa
         assert [c for c in chores if isinstance(c, ProducerExpiryWorker)] == []
     off = settings.model_copy(update={"run_coordinator": False})
     assert [c for c in serve_chores(database, off, clock, None, history) if isinstance(c, ProducerExpiryWorker)] == []
+
+
+def test_an_epoch_bump_counts_as_use_and_keeps_the_producer_a_whole_expiration(services, clock) -> None:  # type: ignore[no-untyped-def]
+    # KIP-360's InitProducerId makes the producer anew (its sequences start again): forgotten
+    # just after, its first Send under the new epoch was answered UNKNOWN_PRODUCER_ID.
+    services.topics.create("t", 1)
+    p = _init(services)
+    clock.advance(EXPIRATION_MS)  # its last moment
+    bumped = services.coordinator.init_producer_id(transactional_id=None, transaction_timeout_ms=None,
+                                                   producer_id=p.producer_id, producer_epoch=p.producer_epoch)
+    assert (bumped.producer_id, bumped.producer_epoch) == (p.producer_id, 1)
+    clock.advance(EXPIRATION_MS)
+
+    assert services.producer_expiry.expire(clock()) == ProducerIdExpiry(0, False)
+    assert _send(services, bumped, 0, 0).base_offset == 0
+    clock.advance(EXPIRATION_MS + 1)
+    assert services.producer_expiry.expire(clock()) == ProducerIdExpiry(1, False)

@@ -6,6 +6,7 @@ thread that will not run it."""
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -80,7 +81,10 @@ def test_a_check_queued_behind_the_running_hash_is_refused_at_close_and_the_runn
     running, running_answer = checked(state, first)
     assert hashing.wait(ANSWERED_WITHIN_S)
     queued, queued_answer = checked(state, second)
+    queued_by = time.monotonic() + ANSWERED_WITHIN_S
     while not state._hashing._work_queue.qsize():  # the second check waits behind the first
+        assert queued.is_alive() and time.monotonic() < queued_by, \
+            f"the second check was not queued behind the first (it answered {queued_answer})"
         queued.join(0.01)
     state.close()
     release.set()
