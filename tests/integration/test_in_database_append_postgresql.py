@@ -295,6 +295,11 @@ SHADOWS = [
     "INSERT INTO public.shadow_calls VALUES ('format(text, integer, integer)'); RETURN pg_catalog.format(f, a, b); END$$",
     "CREATE FUNCTION public.format(f text, a text) RETURNS text LANGUAGE plpgsql AS $$BEGIN "
     "INSERT INTO public.shadow_calls VALUES ('format(text, text)'); RETURN pg_catalog.format(f, a); END$$",
+    # outbox.create_partition_view's own call, format(the view's text, its name, the partition's
+    # topic id and number), made while the log's schema was on its path for the CREATE VIEW.
+    "CREATE FUNCTION public.format(f text, a text, b integer, c integer) RETURNS text LANGUAGE plpgsql AS $$BEGIN "
+    "INSERT INTO public.shadow_calls VALUES ('format(text, text, integer, integer)'); "
+    "RETURN pg_catalog.format(f, a, b, c); END$$",
     "CREATE FUNCTION public.shadow_cat(a integer, b text) RETURNS text LANGUAGE plpgsql AS $$BEGIN "
     "INSERT INTO public.shadow_calls VALUES ('integer || text'); RETURN a::text OPERATOR(pg_catalog.||) b; END$$",
     "CREATE OPERATOR public.|| (leftarg = integer, rightarg = text, function = public.shadow_cat)",

@@ -61,3 +61,26 @@ def test_0042_pins_the_functions_settings_and_the_downgrade_puts_0039_s_back(emp
     command.downgrade(config, "0040")
     assert _appends(empty_url) == ["55000", "42601"]
     assert _settings(empty_url)["append"] == ["search_path=pg_catalog, public, pg_temp"]
+
+
+def _flags_and_view(url: str) -> tuple[list[tuple[int, bool]], bool]:
+    """Each stored batch's first offset and self_committed flag, after one more append and its
+    commit; and whether partition 0's view reads flagged records without their batch rows."""
+    with psycopg.connect(_psycopg(url)) as conn:
+        conn.execute("SELECT outbox.append('t', 0, 'k', '1')")
+        conn.commit()
+        flags = conn.execute('SELECT base_offset, self_committed FROM record_batches ORDER BY base_offset').fetchall()
+        (view,) = conn.execute("SELECT pg_get_viewdef('committed_records.partition_1_0'::regclass)").fetchone()
+    return flags, "self_committed" in view
+
+
+@pytest.mark.parametrize("empty_url", ["postgresql"], indirect=True)
+def test_0042_and_its_downgrade_keep_0041_s_self_committed_records(empty_url: str) -> None:
+    # 0042 follows 0041: its publishing commit and its leaves' functions are 0041's, hardened;
+    # its downgrade puts 0041's back, which still flag.
+    config = at_revision(empty_url, "0041", topic_t(1), PARTITION)
+    command.upgrade(config, "0042")
+    assert _flags_and_view(empty_url) == ([(0, True)], True)
+
+    command.downgrade(config, "0041")
+    assert _flags_and_view(empty_url) == ([(0, True), (1, True)], True)

@@ -78,15 +78,20 @@ SET standard_conforming_strings = on
 AS $fn$
 DECLARE
     view_name text := format('partition_%s_%s', topic_id, "partition");
+    statement text;
     reader oid;
 BEGIN
     -- The view's text names the log's tables without their schema (it is also the text of the
-    -- view of every partition): they are found with the log's schema on the path for this
-    -- statement alone, after pg_catalog, where every operator the text uses (on integers and
-    -- bigints) has its exact match, so none of the log's schema is chosen over it.
-    PERFORM set_config('search_path', 'pg_catalog, @log_schema@, pg_temp', true);
-    EXECUTE format(@partition_view@, view_name, topic_id, "partition");
-    PERFORM set_config('search_path', 'pg_catalog, pg_temp', true);
+    -- view of every partition): they are found with the log's schema on the path for the CREATE
+    -- VIEW alone, after pg_catalog, where every operator the text uses (on integers and bigints)
+    -- has its exact match, so none of the log's schema is chosen over it. The statement is
+    -- written before: format() called with the log's schema on the path would take a
+    -- format(text, text, integer, integer) created there, an exact match, over pg_catalog's
+    -- variadic one, and run it as this function's owner.
+    statement := format(@partition_view@, view_name, topic_id, "partition");
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, @log_schema@, pg_temp', true);
+    EXECUTE statement;
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
     FOR reader IN SELECT a.grantee FROM pg_class c, aclexplode(c.relacl) a
                   WHERE c.oid = '@log_schema@.committed_records'::regclass AND a.privilege_type = 'SELECT'
                     AND a.grantee <> c.relowner LOOP
