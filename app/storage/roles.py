@@ -73,9 +73,15 @@ def grant_reader(engine: Engine, role: str, *, password: str | None = None) -> b
     """Create `role` if it does not exist (LOGIN), set its `password` if given, and grant it
     USAGE on the view's schema, SELECT on committed_records, on every log partition's view
     (PostgreSQL since migration 0035) and on the columns topics(topic_id, name) and
-    partitions(topic_id, partition, next_offset). Whether it was created."""
+    partitions(topic_id, partition, next_offset); its sessions run with jit off. Whether it was
+    created."""
     with _driver_cursor(engine) as cur:
         created = _ensure_role(cur, role, password)
+        # Its sessions plan without JIT, as the service's and Spark's own readers do: the view's
+        # plan is estimated far above PostgreSQL's jit_above_cost (its batch join is costed per
+        # batch), and compiling it took about 1 s a query, more than the read of 240,000 rows it
+        # planned (docs/benchmarks.md, "A reader of the view and PostgreSQL's JIT").
+        cur.execute(sql.SQL("ALTER ROLE {} SET jit = off").format(sql.Identifier(role)))
         cur.execute("SELECT table_schema FROM information_schema.views WHERE table_name = %s "
                     "AND table_schema = ANY (current_schemas(false))", (VIEW,))
         schema = cur.fetchone()[0]  # type: ignore[index]
@@ -105,7 +111,8 @@ def revoke_reader(engine: Engine, role: str) -> None:
     A REVOKE of committed_records alone would leave the role every partition's view, each
     granted on its own (a partition created later no longer gets it: its view copies the
     grants of committed_records as it is made). USAGE on the log's own schema stays: it
-    opens nothing without a grant inside it, and other grants may need it."""
+    opens nothing without a grant inside it, and other grants may need it; so does the role's
+    `jit = off`, which grants nothing."""
     with _driver_cursor(engine) as cur:
         cur.execute("SELECT table_schema FROM information_schema.views WHERE table_name = %s "
                     "AND table_schema = ANY (current_schemas(false))", (VIEW,))

@@ -267,3 +267,9 @@ def test_a_purge_left_to_another_of_the_services_processes_says_nothing(
         held.close()
         held.engine.dispose()
     assert [r for r in caplog.records if r.name == "app.services.log_cleaner"] == []
+
+
+def test_the_readers_sessions_plan_without_jit(reader: str) -> None:
+    # Compiling the view's plan took about 1 s a query (docs/benchmarks.md): a reader's own
+    # client (a BI tool, Spark's JDBC reader) need not know to turn it off.
+    assert rows(reader, "SHOW jit") == [("off",)]
