@@ -148,6 +148,24 @@ def downgrade() -> None:
     # The previous view reads no self_committed: CREATE OR REPLACE (its grants kept), then the
     # columns may go.
     _partition_views("0041_downgrade_committed_records.postgresql.sql", _ONE_PARTITION_0035, _EVERY_PARTITION_0035)
+    # The views of a deleted topic's partitions, whose rows of `partitions` are gone while its
+    # purge is pending (the log cleaner drops them with its leaves): _partition_views made
+    # those of existing partitions only, and theirs still read self_committed, which could then
+    # not be dropped. The purge drops them IF EXISTS: nothing waits for them. On the driver:
+    # through op.execute the statement's %s and %I would reach format() doubled.
+    op.get_bind().exec_driver_sql("""
+        DO $$
+        DECLARE v record;
+        BEGIN
+            FOR v IN SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                     WHERE n.nspname = 'committed_records' AND c.relkind = 'v'
+                       AND NOT EXISTS (SELECT 1 FROM partitions p
+                                       WHERE format('partition_%s_%s', p.topic_id, p."partition") = c.relname)
+            LOOP
+                EXECUTE format('DROP VIEW committed_records.%I', v.relname);
+            END LOOP;
+        END
+        $$""")
     run_sql_file("0041_downgrade_publish_pending.postgresql.sql", dialect="postgresql")
     op.execute("ALTER TABLE records DROP COLUMN self_committed")
     op.execute("ALTER TABLE record_batches DROP COLUMN self_committed")

@@ -164,8 +164,10 @@ def group_gauges(reading: GaugeReading) -> Iterator[Metric]:
     response_class=Response,
     # No 422 or 503: it takes no parameters, and a database that does not answer only sets
     # outbox_database_up to 0. Any route may meet the body size limit (app.api.body_limit).
+    # 401 and 403 where OUTBOX_PROTECT_METRICS is on (the default with authentication): no
+    # credentials, or a principal without describe on the cluster.
     responses={200: {"description": "Prometheus text exposition format", "content": {"text/plain": {}}},
-               413: documented(413)[413]},
+               401: documented(401)[401], 403: documented(403)[403], 413: documented(413)[413]},
 )
 def metrics(request: Request, services: ServicesDep) -> Response:
     """Prometheus metrics: this process's counters (HTTP requests, errors by error_code,
