@@ -25,14 +25,21 @@ LOCK_WAIT_TIMED_OUT = ("database busy: a lock this request needs (a partition's,
                        "database session past OUTBOX_DB_LOCK_TIMEOUT_MS; try again")
 
 
+def _unavailable(driver_error: BaseException) -> StorageUnavailable:
+    """The error a driver's OperationalError becomes, wrapped by SQLAlchemy or raw: a lock wait
+    past the bound is told from other unavailability by its SQLSTATE, so that the coordinator's
+    and the cleaner's passes can pass over that one item (LockWaitTimedOut's docstring)."""
+    if getattr(driver_error, "sqlstate", None) == LOCK_NOT_AVAILABLE:
+        return LockWaitTimedOut(LOCK_WAIT_TIMED_OUT)
+    return StorageUnavailable(f"database unavailable: {first_line(driver_error)}")
+
+
 @contextmanager
 def translate_driver_errors() -> Iterator[None]:
     try:
         yield
     except exc.OperationalError as e:
-        if getattr(e.orig, "sqlstate", None) == LOCK_NOT_AVAILABLE:
-            raise LockWaitTimedOut(LOCK_WAIT_TIMED_OUT) from e
-        raise StorageUnavailable(f"database unavailable: {first_line(e.orig or e)}") from e
+        raise _unavailable(e.orig or e) from e
     except exc.TimeoutError as e:
         # The pool's wait for a connection ran out: every connection is in use (clients that
         # read their answers slowly hold theirs). The database is not broken, only busy; as a 500
@@ -55,9 +62,7 @@ def translate_driver_errors() -> Iterator[None]:
     except sqlite3.DataError as e:
         raise InvalidRequest(f"value refused by the database: {first_line(e)}") from e
     except psycopg.OperationalError as e:
-        if e.sqlstate == LOCK_NOT_AVAILABLE:
-            raise LockWaitTimedOut(LOCK_WAIT_TIMED_OUT) from e
-        raise StorageUnavailable(f"database unavailable: {first_line(e)}") from e
+        raise _unavailable(e) from e
     except psycopg.DataError as e:
         raise InvalidRequest(f"value refused by the database: {first_line(e)}") from e
     except psycopg.Error as e:
