@@ -210,6 +210,8 @@ def appender(settings: Settings, args: argparse.Namespace) -> int:
                            EXIT_USAGE)
     if granting:
         _check_appended_names(args.topic, args.topic_prefix)
+    else:
+        _check_revoked_stars(args.topic, args.topic_prefix)
     password = sys.stdin.readline().rstrip("\n") if granting and args.password_stdin else None
     db = open_existing(settings, pool_size=1)
     try:
@@ -227,6 +229,22 @@ def appender(settings: Settings, args: argparse.Namespace) -> int:
     print(json.dumps({"role": args.role, **({"created": created} if granting else {}), "may_append_to": [
         {"topic": topic, "pattern_type": pattern} for _, topic, pattern in grants]}))
     return 0
+
+
+def _check_revoked_stars(topics: list[str], prefixes: list[str]) -> None:
+    """revoke-appender's '*', which grant-appender refuses as a name. --topic '*' is exactly what
+    --all-topics revokes (the one literal '*' row of outbox.append_grants, every topic): done, and
+    said, for a caller who may have meant a topic of that name and would otherwise not learn that
+    the grant of every topic went. --topic-prefix '*' names no grant (the table's CHECK admits a
+    '*' of kind literal only) and would take back nothing without a word: a usage error."""
+    from app.domain.acl import WILDCARD_RESOURCE
+
+    if WILDCARD_RESOURCE in prefixes:
+        raise CommandError("--topic-prefix '*' names no grant: for the grant of every topic say --all-topics",
+                           EXIT_USAGE)
+    if WILDCARD_RESOURCE in topics:
+        print("outbox: --topic '*' is --all-topics: it takes back the grant of every topic (no grant names a topic "
+              "called '*' alone)", file=sys.stderr)
 
 
 def _check_appended_names(topics: list[str], prefixes: list[str]) -> None:

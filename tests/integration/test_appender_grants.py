@@ -193,6 +193,34 @@ def test_grant_appender_of_a_star_is_a_usage_error_pointing_to_all_topics_and_gr
         assert conn.execute("SELECT count(*) FROM outbox.append_grants WHERE role = %s", (role,)).fetchone() == (0,)
 
 
+def test_revoke_appender_of_a_topic_star_says_it_is_all_topics_and_takes_back_that_grant_only(
+        admin_url: str, role: str, db_url: str, cli: Run) -> None:
+    # grant-appender refuses '*' as a name, since outbox.append reads it as every topic; the
+    # revocation so named took back the --all-topics grant without a word.
+    assert cli(db_url, "grant-appender", role, "--all-topics", "--topic", "orders").returncode == 0
+
+    done = cli(db_url, "revoke-appender", role, "--topic", "*")
+
+    assert (done.returncode, done.stderr) == (
+        0, "outbox: --topic '*' is --all-topics: it takes back the grant of every topic (no grant names a topic "
+           "called '*' alone)\n")
+    assert json.loads(done.stdout)["may_append_to"] == [{"topic": "orders", "pattern_type": "literal"}]
+    assert [t for t in TOPICS if may_append(as_role(admin_url, role), t)] == ["orders"]
+
+
+def test_revoke_appender_of_a_prefix_star_is_a_usage_error_pointing_to_all_topics_and_revokes_nothing(
+        admin_url: str, role: str, db_url: str, cli: Run) -> None:
+    # No grant has a prefix of '*' (append_grants' CHECK): it took back nothing, silently.
+    assert cli(db_url, "grant-appender", role, "--all-topics").returncode == 0
+
+    done = cli(db_url, "revoke-appender", role, "--topic-prefix", "*")
+
+    assert (done.returncode, done.stderr) == (
+        EXIT_USAGE, "outbox: error: --topic-prefix '*' names no grant: for the grant of every topic say "
+                    "--all-topics\n")
+    assert TOPICS == [t for t in TOPICS if may_append(as_role(admin_url, role), t)]
+
+
 @pytest.mark.parametrize(("args", "error"), [
     (("revoke-appender", "no_such_role"), 'role "no_such_role" does not exist'),
     (("grant-appender", "pg_app", "--topic", "orders"), 'role name "pg_app" is reserved'),
