@@ -134,7 +134,9 @@ class LogCleaner:
     def __init__(self, db: Database, settings: Settings, clock: Clock, *,
                  chunk_rows: int | None = None, whole_chunk_rows: int | None = None,
                  max_compaction_keys: int = MAX_COMPACTION_KEYS,
-                 min_cleanable_dirty_ratio: float = MIN_CLEANABLE_DIRTY_RATIO) -> None:
+                 min_cleanable_dirty_ratio: float = MIN_CLEANABLE_DIRTY_RATIO,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        """`monotonic`: the seconds by which the line of a held lock is rate-limited."""
         self.db = db
         self.settings = settings
         self.clock = clock
@@ -153,6 +155,9 @@ class LogCleaner:
         self._deleted_since_vacuum = 0
         self._vacuums_itself: bool | None = None  # asked of the database once
         self._warn_of_an_outside_purge_holder = RateLimitedLog(logger)
+        # A partition's lock held for minutes is met at every pass: a line each time was the
+        # log of a busy partition, not of anything new.
+        self._warn_of_a_held_lock = RateLimitedLog(logger, clock=monotonic)
 
     def run_once(self, now_ms: int | None = None, stop: Callable[[], bool] = lambda: False) -> CleanerPass:
         """One pass over every partition, then the deleted topics. `stop` is asked between
@@ -174,8 +179,8 @@ class LogCleaner:
                 # The partition's row lock held by another session (an appender's long
                 # transaction) past OUTBOX_DB_LOCK_TIMEOUT_MS: its chunks committed so far stay,
                 # the rest waits for the next pass, and the other partitions go on now.
-                logger.warning("cleaning partition %d of topic %r waits for a lock; will retry: %s",
-                               state.partition, state.topic, busy.message)
+                self._warn_of_a_held_lock("cleaning partition %d of topic %r waits for a lock; will retry: %s",
+                                          state.partition, state.topic, busy.message)
         done += self._purge_deleted_topics(stop)
         if self._deleted_since_checkpoint:  # the pass's last chunks' pages, before it rests
             self.db.checkpoint()

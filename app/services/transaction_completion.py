@@ -21,7 +21,8 @@ metadata changes (`apply_event`), and a fence (`fence`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 from sqlalchemy import Connection
 
@@ -31,6 +32,7 @@ from app.domain.errors import LockWaitTimedOut
 from app.domain.transaction import TransactionMetadata
 from app.domain.transit import Complete, Event, Fence, FenceReason, TxnTransit, prepare_transition, then
 from app.domain.types import ControlType, TransactionState
+from app.logs import RateLimitedLog
 from app.storage import markers
 from app.storage import transactions as txns
 from app.storage.dialect import RowLock
@@ -50,9 +52,13 @@ for _reason in FenceReason:
 
 
 class TransactionCompletion:
-    def __init__(self, db: Database, clock: Clock) -> None:
+    def __init__(self, db: Database, clock: Clock, *, monotonic: Callable[[], float] = time.monotonic) -> None:
+        """`monotonic`: the seconds by which the line of a held lock is rate-limited."""
         self.db = db
         self.clock = clock
+        # A lock held for minutes met at every pass (a few seconds apart) by every transaction
+        # waiting on it was a line each time: the log of a busy partition, not of anything new.
+        self._warn_of_a_held_lock = RateLimitedLog(logger, clock=monotonic)
 
     def complete(self, transactional_id: str) -> TransactionMetadata | None:
         """Complete a PrepareCommit/PrepareAbort transaction: its missing control markers, its
@@ -73,7 +79,8 @@ class TransactionCompletion:
             try:
                 meta = self.complete(tid)
             except LockWaitTimedOut as busy:  # a partition's row lock held long: a line, no traceback
-                logger.warning("completing transaction %r waits for a lock; will retry: %s", tid, busy.message)
+                self._warn_of_a_held_lock("completing transaction %r waits for a lock; will retry: %s",
+                                          tid, busy.message)
                 continue
             except Exception:  # one bad transaction must not stop the others
                 logger.exception("completing transaction %r failed; will retry", tid)

@@ -12,11 +12,13 @@ workers running at once do each one's work once.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 from app import metrics
 from app.domain.errors import LockWaitTimedOut
 from app.domain.transit import Expire, Fence, FenceReason, prepare_transition
+from app.logs import RateLimitedLog
 from app.services.transaction_completion import complete_stored, fence
 from app.settings import Settings
 from app.storage import transactions as txns
@@ -28,9 +30,13 @@ logger = logging.getLogger(__name__)
 
 
 class TransactionTimeouts:
-    def __init__(self, db: Database, settings: Settings) -> None:
+    def __init__(self, db: Database, settings: Settings, *, monotonic: Callable[[], float] = time.monotonic) -> None:
+        """`monotonic`: the seconds by which the line of a held lock is rate-limited."""
         self.db = db
         self.settings = settings
+        # Rate-limited: a lock held for minutes is met at every pass, by every transaction
+        # timed out behind it (TransactionCompletion's line likewise).
+        self._warn_of_a_held_lock = RateLimitedLog(logger, clock=monotonic)
 
     def abort_timed_out(self, now_ms: int, candidates: Sequence[str]) -> list[str]:
         """Abort, with an epoch bump, each of `candidates` (CoordinatorWork.timed_out) still
@@ -48,7 +54,8 @@ class TransactionTimeouts:
                 # One of its partitions' row locks held by another session (an appender's
                 # long transaction): the others are aborted meanwhile, and this one at the
                 # next pass, which finds it again.
-                logger.warning("aborting timed-out transaction %r waits for a lock; will retry: %s", tid, busy.message)
+                self._warn_of_a_held_lock("aborting timed-out transaction %r waits for a lock; will retry: %s",
+                                          tid, busy.message)
                 continue
             aborted.append(tid)
         return aborted

@@ -6,6 +6,7 @@ after their clients had given up, until the pool was gone, unrelated Sends and /
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -193,3 +194,119 @@ def test_the_log_cleaner_passes_over_a_partition_whose_row_lock_is_held_and_clea
         assert cleaner.run_once().retention == 2  # partition 0's
     finally:
         db.dispose()
+
+
+class _Seconds:
+    """A monotonic clock in seconds that moves only when the test moves it."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+# The coordinator's and the cleaner's passes come a few seconds apart; WARNING_INTERVAL_S is
+# longer, so that a lock held for minutes is one line per interval, not one per pass.
+PASS_S = 5.0
+PASSES = 5  # at 0, 5, 10, 15 and 20 s: lines at 0, 10 and 20 s
+
+
+def _held_lock_lines(caplog: pytest.LogCaptureFixture, logger: str) -> list[str]:
+    return [r.getMessage() for r in caplog.records
+            if r.name == logger and r.levelno == logging.WARNING and "waits for a lock" in r.getMessage()]
+
+
+@ON_POSTGRESQL
+def test_a_timed_out_transaction_behind_a_held_lock_is_one_line_an_interval_however_many_passes_meet_it(
+        client: TestClient, settings: Settings, clock: Any, db_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    from app.services.transaction_timeouts import TransactionTimeouts
+    from app.storage.engine import Database, build_engine
+    from tests.helpers import begin, init_producer
+
+    create_topic(client, "t", 1)
+    p = init_producer(client, "held", transaction_timeout_ms=1_000)
+    begin(client, "held", p)
+    assert send(client, [batch("t", 0, ["held"], 0)], p, "held").status_code == 200
+    clock.advance(2_000)
+    db = Database(build_engine(db_url, pool_size=1, lock_timeout_ms=LOCK_TIMEOUT_MS))
+    seconds = _Seconds()
+    try:
+        timeouts = TransactionTimeouts(db, settings, monotonic=seconds)
+        with db.read() as conn:
+            topic_id = conn.execute(text("SELECT topic_id FROM topics WHERE name = 't'")).scalar_one()
+        holder = _held(db_url, topic_id, 0)
+        try:
+            with caplog.at_level(logging.WARNING, "app.services.transaction_timeouts"):
+                for n in range(PASSES):
+                    seconds.now = n * PASS_S
+                    assert timeouts.abort_timed_out(clock(), ["held"]) == []
+        finally:
+            holder.rollback()
+            holder.close()
+    finally:
+        db.dispose()
+
+    said = "aborting timed-out transaction 'held' waits for a lock; will retry: " + LOCK_WAIT_TIMED_OUT
+    assert _held_lock_lines(caplog, "app.services.transaction_timeouts") == [
+        said, f"{said} (and 1 more since this was last logged, 10 s ago)",
+        f"{said} (and 1 more since this was last logged, 10 s ago)"]
+
+
+@ON_POSTGRESQL
+def test_a_partition_the_cleaner_finds_held_is_one_line_an_interval_however_many_passes_meet_it(
+        client: TestClient, settings: Settings, clock: Any, db_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    from app.services.log_cleaner import LogCleaner
+    from app.storage.engine import Database, build_engine
+
+    hour = 3_600_000
+    create_topic(client, "t", 1, retention_ms=hour)
+    r = client.post("/v1/records", json={"batches": [{"topic": "t", "partition": 0, "records": [
+        {"value": 1, "timestamp_ms": clock.now_ms - 2 * hour}]}]})
+    assert r.status_code == 200, r.text
+    db = Database(build_engine(db_url, pool_size=2, lock_timeout_ms=LOCK_TIMEOUT_MS))
+    seconds = _Seconds()
+    try:
+        cleaner = LogCleaner(db, settings, clock, monotonic=seconds)
+        with db.read() as conn:
+            topic_id = conn.execute(text("SELECT topic_id FROM topics WHERE name = 't'")).scalar_one()
+        holder = _held(db_url, topic_id, 0)
+        try:
+            with caplog.at_level(logging.WARNING, "app.services.log_cleaner"):
+                for n in range(PASSES):
+                    seconds.now = n * PASS_S
+                    assert cleaner.run_once().retention == 0
+        finally:
+            holder.rollback()
+            holder.close()
+    finally:
+        db.dispose()
+
+    said = "cleaning partition 0 of topic 't' waits for a lock; will retry: " + LOCK_WAIT_TIMED_OUT
+    assert _held_lock_lines(caplog, "app.services.log_cleaner") == [
+        said, f"{said} (and 1 more since this was last logged, 10 s ago)",
+        f"{said} (and 1 more since this was last logged, 10 s ago)"]
+
+
+def test_a_decided_transaction_behind_a_held_lock_is_one_line_an_interval_however_many_passes_meet_it(
+        clock: Any, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The completion's line, the lock wait stood in for by `complete` raising it."""
+    from app.domain.errors import LockWaitTimedOut
+    from app.services.transaction_completion import TransactionCompletion
+
+    seconds = _Seconds()
+    completion = TransactionCompletion(None, clock, monotonic=seconds)  # type: ignore[arg-type]
+
+    def held(_: str) -> None:
+        raise LockWaitTimedOut(LOCK_WAIT_TIMED_OUT)
+
+    monkeypatch.setattr(completion, "complete", held)
+    with caplog.at_level(logging.WARNING, "app.services.transaction_completion"):
+        for n in range(PASSES):
+            seconds.now = n * PASS_S
+            assert completion.complete_pending(["a", "b"]) == (0, 0)
+
+    said = "completing transaction 'a' waits for a lock; will retry: " + LOCK_WAIT_TIMED_OUT
+    assert _held_lock_lines(caplog, "app.services.transaction_completion") == [
+        said, f"{said} (and 3 more since this was last logged, 10 s ago)",
+        f"{said} (and 3 more since this was last logged, 10 s ago)"]
