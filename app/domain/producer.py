@@ -128,10 +128,19 @@ def check_sequence(
     producer_epoch: int,
     base_sequence: int,
     record_count: int,
+    *,
+    taken_back: bool = False,
 ) -> BatchVerdict:
-    """Decide whether a batch is the next one, a retry of the last one, or refused."""
+    """Decide whether a batch is the next one, a retry of the last one, or refused.
+
+    `taken_back`: the batch's Send took its forgotten producer id back (LogService.send), so
+    the producer's sequences did not start here, and a partition without its state takes the
+    batch at whatever sequence it carries, as its first one (as Kafka's brokers take a batch of
+    a producer whose state they no longer hold). Without it such a batch must be at 0."""
     if base_sequence + record_count - 1 > MAX_SEQUENCE:
         raise OutOfOrderSequenceNumber("sequence numbers would pass 2^31-1; bump the epoch")
+    if state is None and taken_back:
+        return BatchVerdict.APPEND
     if state is None or producer_epoch > state.producer_epoch:
         # A new producer, or a new epoch, starts its sequences at zero.
         if base_sequence != 0:

@@ -16,6 +16,7 @@ from app.domain.topic import Topic
 from app.domain.request_shape import duplicated
 from app.domain.topic_config import check_expected_offset, check_keys, check_record_size
 from app.domain.errors import (
+    ForgottenProducerId,
     OffsetOutOfRange,
     OutboxError,
     UnknownTopicOrPartition,
@@ -224,15 +225,16 @@ def append_sent(
     commit_marker: MarkerOwner | None = None,
     holder: str | None = None,
     join: JoinCondition | BeginCondition | None = None,
+    taken_back: bool = False,
 ) -> list[SendResult]:
     """Append a Send's batches (batches_to_append made `to_append` of them) in the caller's
     database transaction, which has checked the producer and joined the transaction if any, or
     leaves the join to the statement that takes the first batch's offsets (`join`); their
     metrics count once it commits. A Send, and a Commit that carries its transaction's last
-    batches (`commit_marker`, `holder`, `join`: append.append_batches)."""
+    batches (`commit_marker`, `holder`, `join`, `taken_back`: append.append_batches)."""
     results = append.append_batches(conn, to_append, producer_id=producer_id, producer_epoch=producer_epoch,
                                     transactional_id=transactional_id, txn_id=txn_id, now_ms=now_ms,
-                                    commit_marker=commit_marker, holder=holder, join=join)
+                                    commit_marker=commit_marker, holder=holder, join=join, taken_back=taken_back)
     after_commit(conn, lambda: _count(results, producer_id, transactional_id))
     return [
         SendResult(b.topic, r.partition, r.base_offset, r.record_count, r.duplicate, r.txn_id)
@@ -276,11 +278,42 @@ class LogService:
         """`principal` is who sends: an idempotent producer id is usable by its holder only.
         `transaction_version`: the version a transactional Send speaks (a Kafka client's Produce
         version: 12 and later are version 2's, and begin the next transaction), None: the one
-        its producer chose at InitProducerId."""
+        its producer chose at InitProducerId.
+
+        An idempotent Send whose producer id has no row, though it was handed out (producer
+        expiry forgot it), takes it back (_take_back) and is made again: its sender keeps
+        producing, as a Kafka broker takes the produce of a producer whose state it no longer
+        holds. Without that, a producer idle past OUTBOX_PRODUCER_ID_EXPIRATION_MS would be
+        refused until restarted: neither this repository's client nor librdkafka asks for a new
+        id by itself."""
         check_send(batches, producer_id, producer_epoch, transactional_id)
+        try:
+            return self._send_once(batches, producer_id, producer_epoch, transactional_id, principal,
+                                   transaction_version)
+        except ForgottenProducerId:
+            if transactional_id is not None or not self._take_back(producer_id, producer_epoch, principal):  # type: ignore[arg-type]
+                raise
+        # Once only: a row expiry forgot again meanwhile (an expiration shorter than this Send)
+        # is answered UNKNOWN_PRODUCER_ID.
+        return self._send_once(batches, producer_id, producer_epoch, None, principal, None, taken_back=True)
+
+    def _take_back(self, producer_id: int, producer_epoch: int, principal: str) -> bool:
+        """Make the row of a forgotten producer id again (producers.take_back_producer) in a
+        database transaction of its own, committed before the Send is made again: made inside
+        the Send's, after it took a partition's lock, it would wait there for a concurrent
+        Send's take-back of the same id, which could be waiting for that partition's lock (its
+        batches in another order of partitions), a deadlock. False for an id never handed out."""
+        with self.db.write() as conn:
+            return producers.take_back_producer(conn, producer_id, producer_epoch, self.clock(), principal)
+
+    def _send_once(self, batches: list[SendBatch], producer_id: int | None, producer_epoch: int | None,
+                   transactional_id: str | None, principal: str, transaction_version: TransactionVersion | None,
+                   *, taken_back: bool = False) -> list[SendResult]:
+        """send, once: ForgottenProducerId where an idempotent Send's producer id has no row."""
         if transactional_id is None and self._seen is not None:
             try:
-                return self._send(batches, producer_id, producer_epoch, None, principal, RowLock.SHARE, seen=self._seen)
+                return self._send(batches, producer_id, producer_epoch, None, principal, RowLock.SHARE, seen=self._seen,
+                                  taken_back=taken_back)
             except TopicChanged:
                 # A topic changed since this process read it: everything this attempt wrote
                 # rolled back; again as if the copy were not there (it is read afresh).
@@ -295,7 +328,7 @@ class LogService:
                 # from the rows.
                 self._forget(transactional_id, batches)
         return joining(lambda lock: self._send(batches, producer_id, producer_epoch, transactional_id, principal, lock,
-                                               transaction_version))
+                                               transaction_version, taken_back=taken_back))
 
     def _join_condition(self, transactional_id: str | None, producer_id: int | None, producer_epoch: int | None,
                         transaction_version: TransactionVersion | None) -> JoinCondition | BeginCondition | None:
@@ -324,6 +357,7 @@ class LogService:
         transaction_version: TransactionVersion | None = None,
         seen: SeenTopics | None = None,
         join: JoinCondition | BeginCondition | None = None,
+        taken_back: bool = False,
     ) -> list[SendResult]:
         """`seen`: the Send's topics may come from this copy, checked by the statements that take
         the offsets (TopicChanged where one is out of date). `join`: a transactional Send's
@@ -374,7 +408,8 @@ class LogService:
             # statement that writes each batch's sequence state.
             holder = principal if producer_id is not None and transactional_id is None else None
             return append_sent(conn, batches, to_append, producer_id=producer_id, producer_epoch=producer_epoch,
-                               transactional_id=transactional_id, txn_id=txn_id, now_ms=now, holder=holder)
+                               transactional_id=transactional_id, txn_id=txn_id, now_ms=now, holder=holder,
+                               taken_back=taken_back)
 
     def read_in_offset_order(self, topic_name: str, partition: int, *, offset: int, isolation: IsolationLevel,
                              max_bytes: int, max_records: int, min_one: bool = True) -> OffsetOrderRead:

@@ -73,6 +73,7 @@ def append_batches(
     commit_marker: MarkerOwner | None = None,
     holder: str | None = None,
     join: JoinCondition | BeginCondition | None = None,
+    taken_back: bool = False,
 ) -> list[AppendResult]:
     """Append every batch, all or nothing, in the caller's database transaction.
 
@@ -97,7 +98,9 @@ def append_batches(
     takes the first batch's offsets, which takes them only where the row holds that condition
     (log_end.TAKEN_JOINING), and which answers the txn_id the batches join; the row stays locked
     from then on (FOR SHARE; FOR NO KEY UPDATE where a BeginCondition began it). NotJoined
-    where it does not hold, before any batch is written.
+    where it does not hold, before any batch is written. `taken_back`: an idempotent Send that
+    took its forgotten producer id back (LogService.send): a batch to a partition without the
+    producer's state is its first there, at whatever sequence (check_sequence).
     """
     results: dict[tuple[int, int], AppendResult] = {}
     # Each batch to write, with its base offset: a JSON topic's, and a bytes topic's
@@ -197,7 +200,7 @@ def append_batches(
                 already_in_transaction, state = read_producer_state(
                     conn, producer_id, transactional_id, txn_id, batch.topic_id, batch.partition
                 )
-                verdict = check_sequence(state, producer_epoch, batch.base_sequence, count)
+                verdict = check_sequence(state, producer_epoch, batch.base_sequence, count, taken_back=taken_back)
                 if verdict is BatchVerdict.DUPLICATE:
                     assert state is not None
                     _return_offsets(conn, batch, count + extra)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, bindparam, delete, exists, insert, or_, select, update
 
-from app.domain.errors import UnknownProducerId
+from app.domain.errors import ForgottenProducerId
 from app.domain.producer import ActiveProducer, StoredProducer
 from app.storage import dialect
 from app.storage.dialect import RowLock
@@ -69,6 +69,26 @@ def create_producer(
     return producer_id
 
 
+def take_back_producer(conn: Connection, producer_id: int, producer_epoch: int, now_ms: int, principal: str) -> bool:
+    """Make again the row of a producer id that was handed out (at most the id counter's value)
+    but has none, forgotten by producer expiry, for the idempotent producer that sends with it
+    (LogService.send): at `producer_epoch`, held by `principal`, made now (so expiry keeps it
+    for a whole expiration). False for an id never handed out, which stays unknown.
+
+    An insert-or-ignore: of two Sends taking the id back at once, the second inserts nothing
+    and finds the first one's row (on PostgreSQL it waits for the first to commit, the primary
+    key's conflict, then ignores it); a row expiry is deleting makes it wait for that deletion,
+    and inserts after it. The caller's Send then judges its batches against the row it finds,
+    whoever made it (check_idempotent_use), as any Send does."""
+    issued = conn.execute(select(counters.c.value).where(counters.c.name == PRODUCER_ID_COUNTER)).scalar_one()
+    if not 0 <= producer_id <= issued:
+        return False
+    conn.execute(dialect.insert_ignore(conn, producers).values(
+        producer_id=producer_id, producer_epoch=producer_epoch, transactional_id=None, principal=principal,
+        created_ms=now_ms))
+    return True
+
+
 def bump_producer_epoch(conn: Connection, producer_id: int, producer_epoch: int, now_ms: int) -> None:
     """An idempotent producer's KIP-360 epoch bump: its new epoch, and `created_ms` moved to now,
     as the bump makes the producer anew (its sequences start again). Producer expiry counts
@@ -90,7 +110,7 @@ def current_state(conn: Connection, producer_id: int, *, lock: RowLock | None) -
     )
     row = conn.execute(dialect.lock_row(conn.dialect.name, stmt, lock)).first()
     if row is None:
-        raise UnknownProducerId(f"unknown producer id {producer_id}; call InitProducerId")
+        raise ForgottenProducerId(f"unknown producer id {producer_id}; call InitProducerId")
     return StoredProducer(producer_id, row[0], row[1], row[2])
 
 
