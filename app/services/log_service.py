@@ -225,16 +225,15 @@ def append_sent(
     commit_marker: MarkerOwner | None = None,
     holder: str | None = None,
     join: JoinCondition | BeginCondition | None = None,
-    taken_back: bool = False,
 ) -> list[SendResult]:
     """Append a Send's batches (batches_to_append made `to_append` of them) in the caller's
     database transaction, which has checked the producer and joined the transaction if any, or
     leaves the join to the statement that takes the first batch's offsets (`join`); their
     metrics count once it commits. A Send, and a Commit that carries its transaction's last
-    batches (`commit_marker`, `holder`, `join`, `taken_back`: append.append_batches)."""
+    batches (`commit_marker`, `holder`, `join`: append.append_batches)."""
     results = append.append_batches(conn, to_append, producer_id=producer_id, producer_epoch=producer_epoch,
                                     transactional_id=transactional_id, txn_id=txn_id, now_ms=now_ms,
-                                    commit_marker=commit_marker, holder=holder, join=join, taken_back=taken_back)
+                                    commit_marker=commit_marker, holder=holder, join=join)
     after_commit(conn, lambda: _count(results, producer_id, transactional_id))
     return [
         SendResult(b.topic, r.partition, r.base_offset, r.record_count, r.duplicate, r.txn_id)
@@ -295,7 +294,7 @@ class LogService:
                 raise
         # Once only: a row expiry forgot again meanwhile (an expiration shorter than this Send)
         # is answered UNKNOWN_PRODUCER_ID.
-        return self._send_once(batches, producer_id, producer_epoch, None, principal, None, taken_back=True)
+        return self._send_once(batches, producer_id, producer_epoch, None, principal, None)
 
     def _take_back(self, producer_id: int, producer_epoch: int, principal: str) -> bool:
         """Make the row of a forgotten producer id again (producers.take_back_producer) in a
@@ -307,13 +306,12 @@ class LogService:
             return producers.take_back_producer(conn, producer_id, producer_epoch, self.clock(), principal)
 
     def _send_once(self, batches: list[SendBatch], producer_id: int | None, producer_epoch: int | None,
-                   transactional_id: str | None, principal: str, transaction_version: TransactionVersion | None,
-                   *, taken_back: bool = False) -> list[SendResult]:
+                   transactional_id: str | None, principal: str,
+                   transaction_version: TransactionVersion | None) -> list[SendResult]:
         """send, once: ForgottenProducerId where an idempotent Send's producer id has no row."""
         if transactional_id is None and self._seen is not None:
             try:
-                return self._send(batches, producer_id, producer_epoch, None, principal, RowLock.SHARE, seen=self._seen,
-                                  taken_back=taken_back)
+                return self._send(batches, producer_id, producer_epoch, None, principal, RowLock.SHARE, seen=self._seen)
             except TopicChanged:
                 # A topic changed since this process read it: everything this attempt wrote
                 # rolled back; again as if the copy were not there (it is read afresh).
@@ -328,7 +326,7 @@ class LogService:
                 # from the rows.
                 self._forget(transactional_id, batches)
         return joining(lambda lock: self._send(batches, producer_id, producer_epoch, transactional_id, principal, lock,
-                                               transaction_version, taken_back=taken_back))
+                                               transaction_version))
 
     def _join_condition(self, transactional_id: str | None, producer_id: int | None, producer_epoch: int | None,
                         transaction_version: TransactionVersion | None) -> JoinCondition | BeginCondition | None:
@@ -357,7 +355,6 @@ class LogService:
         transaction_version: TransactionVersion | None = None,
         seen: SeenTopics | None = None,
         join: JoinCondition | BeginCondition | None = None,
-        taken_back: bool = False,
     ) -> list[SendResult]:
         """`seen`: the Send's topics may come from this copy, checked by the statements that take
         the offsets (TopicChanged where one is out of date). `join`: a transactional Send's
@@ -408,8 +405,7 @@ class LogService:
             # statement that writes each batch's sequence state.
             holder = principal if producer_id is not None and transactional_id is None else None
             return append_sent(conn, batches, to_append, producer_id=producer_id, producer_epoch=producer_epoch,
-                               transactional_id=transactional_id, txn_id=txn_id, now_ms=now, holder=holder,
-                               taken_back=taken_back)
+                               transactional_id=transactional_id, txn_id=txn_id, now_ms=now, holder=holder)
 
     def read_in_offset_order(self, topic_name: str, partition: int, *, offset: int, isolation: IsolationLevel,
                              max_bytes: int, max_records: int, min_one: bool = True) -> OffsetOrderRead:

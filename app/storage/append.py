@@ -73,7 +73,6 @@ def append_batches(
     commit_marker: MarkerOwner | None = None,
     holder: str | None = None,
     join: JoinCondition | BeginCondition | None = None,
-    taken_back: bool = False,
 ) -> list[AppendResult]:
     """Append every batch, all or nothing, in the caller's database transaction.
 
@@ -98,9 +97,7 @@ def append_batches(
     takes the first batch's offsets, which takes them only where the row holds that condition
     (log_end.TAKEN_JOINING), and which answers the txn_id the batches join; the row stays locked
     from then on (FOR SHARE; FOR NO KEY UPDATE where a BeginCondition began it). NotJoined
-    where it does not hold, before any batch is written. `taken_back`: an idempotent Send that
-    took its forgotten producer id back (LogService.send): a batch to a partition without the
-    producer's state is its first there, at whatever sequence (check_sequence).
+    where it does not hold, before any batch is written.
     """
     results: dict[tuple[int, int], AppendResult] = {}
     # Each batch to write, with its base offset: a JSON topic's, and a bytes topic's
@@ -113,6 +110,9 @@ def append_batches(
     txn_partition_rows: list[dict] = []
     extra = 0 if commit_marker is None else 1  # the marker's offset after each batch
     producer_checked = holder is None
+    # The producer's id was taken back after expiry (StoredProducer.taken_back): read with the
+    # producer's row, where a batch's statement wrote nothing.
+    taken_back = False
 
     for batch in sorted(batches, key=_partition_key):
         count = len(batch.records)
@@ -195,8 +195,9 @@ def append_batches(
                 if not producer_checked:
                     # Held as the statements above hold it (sequence_state._PRODUCER_HOLDS):
                     # the state read and written below is then never one expiry is deleting.
-                    current_state(conn, producer_id, lock=RowLock.KEY_SHARE).check_idempotent_use(holder, producer_epoch)  # type: ignore[arg-type]
-                    producer_checked = True
+                    stored = current_state(conn, producer_id, lock=RowLock.KEY_SHARE)
+                    stored.check_idempotent_use(holder, producer_epoch)  # type: ignore[arg-type]
+                    producer_checked, taken_back = True, stored.taken_back
                 already_in_transaction, state = read_producer_state(
                     conn, producer_id, transactional_id, txn_id, batch.topic_id, batch.partition
                 )

@@ -73,7 +73,9 @@ def take_back_producer(conn: Connection, producer_id: int, producer_epoch: int, 
     """Make again the row of a producer id that was handed out (at most the id counter's value)
     but has none, forgotten by producer expiry, for the idempotent producer that sends with it
     (LogService.send): at `producer_epoch`, held by `principal`, made now (so expiry keeps it
-    for a whole expiration). False for an id never handed out, which stays unknown.
+    for a whole expiration), and marked taken back (taken_back_ms: where it has no sequence
+    state, its batches come at any sequence). False for an id never handed out, which stays
+    unknown.
 
     An insert-or-ignore: of two Sends taking the id back at once, the second inserts nothing
     and finds the first one's row (on PostgreSQL it waits for the first to commit, the primary
@@ -85,7 +87,7 @@ def take_back_producer(conn: Connection, producer_id: int, producer_epoch: int, 
         return False
     conn.execute(dialect.insert_ignore(conn, producers).values(
         producer_id=producer_id, producer_epoch=producer_epoch, transactional_id=None, principal=principal,
-        created_ms=now_ms))
+        created_ms=now_ms, taken_back_ms=now_ms))
     return True
 
 
@@ -93,11 +95,12 @@ def bump_producer_epoch(conn: Connection, producer_id: int, producer_epoch: int,
     """An idempotent producer's KIP-360 epoch bump: its new epoch, and `created_ms` moved to now,
     as the bump makes the producer anew (its sequences start again). Producer expiry counts
     that as use (_IDLE): a producer bumped just before its expiration would otherwise be
-    forgotten before its first Send under the new epoch."""
+    forgotten before its first Send under the new epoch. A producer taken back is no longer
+    (taken_back_ms): its new epoch's sequences start at 0 everywhere, as any new epoch's."""
     conn.execute(
         update(producers)
         .where(producers.c.producer_id == producer_id)
-        .values(producer_epoch=producer_epoch, created_ms=now_ms)
+        .values(producer_epoch=producer_epoch, created_ms=now_ms, taken_back_ms=None)
     )
 
 
@@ -105,13 +108,12 @@ def current_state(conn: Connection, producer_id: int, *, lock: RowLock | None) -
     """The producer as stored; RowLock.NO_KEY_UPDATE for an epoch bump (KIP-360),
     RowLock.KEY_SHARE for an idempotent Send whose checks in the append's statements failed
     (app.storage.append: the refusal to give, or the check of a batch no statement judged)."""
-    stmt = select(producers.c.producer_epoch, producers.c.transactional_id, producers.c.principal).where(
-        producers.c.producer_id == producer_id
-    )
+    stmt = select(producers.c.producer_epoch, producers.c.transactional_id, producers.c.principal,
+                  producers.c.taken_back_ms).where(producers.c.producer_id == producer_id)
     row = conn.execute(dialect.lock_row(conn.dialect.name, stmt, lock)).first()
     if row is None:
         raise ForgottenProducerId(f"unknown producer id {producer_id}; call InitProducerId")
-    return StoredProducer(producer_id, row[0], row[1], row[2])
+    return StoredProducer(producer_id, row[0], row[1], row[2], row[3] is not None)
 
 
 def partition_producers(conn: Connection, topic_id: int, partition: int, limit: int) -> list[ActiveProducer]:

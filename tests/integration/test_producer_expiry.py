@@ -135,11 +135,28 @@ def test_a_send_after_the_expiry_takes_its_producer_id_back_at_the_sequence_it_c
     with pytest.raises(OutOfOrderSequenceNumber):
         _send(services, p, 0, 5, "gap")
     assert _send(services, p, 0, 3, "d").duplicate
-    # A partition it had not written to since the take-back, without state: at 0 only, as before.
-    with pytest.raises(UnknownProducerId):
-        _send(services, p, 1, 7, "e")
+    # A later Send to a partition without its state: there too at the sequence it carries (its
+    # client's sequences went on there, and it lost its state in every partition).
+    assert _send(services, p, 1, 7, "e").base_offset == 0
+    assert _last_sequences(services) == [(p.producer_id, 0, 3), (p.producer_id, 1, 7)]
     clock.advance(EXPIRATION_MS)
     assert services.producer_expiry.expire(clock()).expired == 0
+
+
+def test_a_producer_taken_back_then_bumped_starts_its_new_epoch_at_zero_everywhere(services, clock) -> None:  # type: ignore[no-untyped-def]
+    services.topics.create("t", 2)
+    p = _init(services)
+    _send(services, p, 0, 0, "a")
+    clock.advance(EXPIRATION_MS + 1)
+    services.producer_expiry.expire(clock())
+    _send(services, p, 0, 1, "b")
+    bumped = services.coordinator.init_producer_id(transactional_id=None, transaction_timeout_ms=None,
+                                                   producer_id=p.producer_id, producer_epoch=p.producer_epoch)
+
+    # A new epoch is a new producer's sequences: no longer taken back.
+    with pytest.raises(UnknownProducerId):
+        _send(services, bumped, 1, 4, "c")
+    assert _send(services, bumped, 1, 0, "c").base_offset == 0
 
 
 def test_every_partition_of_the_send_that_takes_the_id_back_starts_at_its_own_sequence(services, clock) -> None:  # type: ignore[no-untyped-def]
