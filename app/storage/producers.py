@@ -174,7 +174,7 @@ def delete_idle_producers(conn: Connection, producer_ids: list[int], used_before
     and the next pass looks again), and looked at again by a statement of its own: on
     PostgreSQL's READ COMMITTED its snapshot, taken once the locks are held, has every Send
     that held them committed, and a Send that comes later waits for this transaction and finds
-    the row gone. On SQLite this transaction is the only writer."""
+    the row gone (it then takes the id back: take_back_producer, whose row is made now, not idle). On SQLite this transaction is the only writer."""
     locked = list(conn.execute(dialect.lock_for_update_skip_locked(
         conn.dialect.name,
         select(producers.c.producer_id).where(producers.c.producer_id.in_(producer_ids))

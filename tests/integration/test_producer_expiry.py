@@ -27,10 +27,16 @@ from tests.helpers import init_producer
 EXPIRATION_MS = 86_400_000  # a day, as Kafka's producer.id.expiration.ms
 
 
+def test_the_default_expiration_is_kafka_s_day_and_its_chore_runs(database, clock) -> None:  # type: ignore[no-untyped-def]
+    # Unset by default while a forgotten id's next Send was refused: every producer idle for a
+    # day would have stopped. Taken back now, Kafka's default holds.
+    assert Settings().producer_id_expiration_ms == EXPIRATION_MS
+    assert len([c for c in maintenance_chores(database, Settings(), clock) if isinstance(c, ProducerExpiryWorker)]) == 1
+
+
 @pytest.fixture
 def settings(settings: Settings) -> Settings:
-    """The service's settings with the expiration set: unset, its default, no producer id is
-    forgotten."""
+    """The service's settings with the expiration set: a day, its default."""
     return settings.model_copy(update={"producer_id_expiration_ms": EXPIRATION_MS})
 
 

@@ -35,8 +35,7 @@ EXPIRATION_MS = 86_400_000  # a day, as Kafka's producer.id.expiration.ms
 
 @pytest.fixture
 def settings(settings: Settings) -> Settings:
-    """The service's settings with the expiration set: unset, its default, no producer id is
-    forgotten."""
+    """The service's settings with the expiration set: a day, its default."""
     return settings.model_copy(update={"producer_id_expiration_ms": EXPIRATION_MS})
 
 
