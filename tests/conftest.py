@@ -328,7 +328,19 @@ def settings(db_url: str, request: pytest.FixtureRequest) -> Iterator[Settings]:
     # checked once the test's processes are done with the database. A test that writes records
     # with SQL of its own says so with the raw_records marker.
     if request.node.get_closest_marker("raw_records") is None:
-        assert_batch_rows_match(checked)
+        assert_batch_rows_match(checked, sequence_restarts=request.node.stash.get(SEQUENCE_RESTARTS, set()))
+
+
+SEQUENCE_RESTARTS = pytest.StashKey[set]()
+
+
+@pytest.fixture
+def sequence_restarts(request: pytest.FixtureRequest) -> set[tuple[int, int, int]]:
+    """The batch rows, as (producer id, partition, base offset), that the test expects to go back
+    in their producer's sequences: a retry of a batch already written that arrived after its
+    producer id was forgotten and taken back, written again (tests/batch_rows.py allows exactly
+    these, and requires each to be one)."""
+    return request.node.stash.setdefault(SEQUENCE_RESTARTS, set())
 
 
 @pytest.fixture

@@ -36,6 +36,7 @@ STATUS_BY_ERROR: dict[type[e.OutboxError], int] = {
     e.TopicAlreadyExists: 409,
     e.TopicHasOpenTransactions: 409,
     e.UnknownProducerId: 409,
+    e.ForgottenProducerId: 409,
     e.ProducerFenced: 409,
     e.InvalidProducerEpoch: 409,
     e.InvalidProducerIdMapping: 409,

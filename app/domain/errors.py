@@ -124,6 +124,12 @@ class UnknownProducerId(OutboxError):
     error_code = "UNKNOWN_PRODUCER_ID"
 
 
+class ForgottenProducerId(UnknownProducerId):
+    """No row holds this producer id: never handed out, or forgotten by producer expiry. An
+    idempotent Send takes back one that was handed out (LogService.send); anything else answers
+    it as UNKNOWN_PRODUCER_ID."""
+
+
 class ProducerFenced(OutboxError):
     """A newer producer with the same transactional_id exists; this instance is fenced and must close."""
 

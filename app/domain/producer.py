@@ -32,6 +32,9 @@ class StoredProducer:
     producer_epoch: int
     transactional_id: str | None
     principal: str | None
+    # Taken back by an idempotent Send after producer expiry forgot it (its epoch not bumped
+    # since): its sequences did not start where it has no state (check_sequence's taken_back).
+    taken_back: bool = False
 
     def check_idempotent_use(self, principal: str, producer_epoch: int) -> None:
         """What an idempotent producer's request (a Send, or InitProducerId bumping its own
@@ -128,10 +131,20 @@ def check_sequence(
     producer_epoch: int,
     base_sequence: int,
     record_count: int,
+    *,
+    taken_back: bool = False,
 ) -> BatchVerdict:
-    """Decide whether a batch is the next one, a retry of the last one, or refused."""
+    """Decide whether a batch is the next one, a retry of the last one, or refused.
+
+    `taken_back`: the producer's id was taken back after producer expiry forgot it
+    (StoredProducer.taken_back), so its sequences did not start where it has no state: a
+    partition without its state takes the batch at whatever sequence it carries, as its first
+    one, as Kafka's brokers take a batch of a producer whose state they no longer hold. A
+    producer made by InitProducerId starts at 0 there."""
     if base_sequence + record_count - 1 > MAX_SEQUENCE:
         raise OutOfOrderSequenceNumber("sequence numbers would pass 2^31-1; bump the epoch")
+    if state is None and taken_back:
+        return BatchVerdict.APPEND
     if state is None or producer_epoch > state.producer_epoch:
         # A new producer, or a new epoch, starts its sequences at zero.
         if base_sequence != 0:

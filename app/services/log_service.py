@@ -16,6 +16,7 @@ from app.domain.topic import Topic
 from app.domain.request_shape import duplicated
 from app.domain.topic_config import check_expected_offset, check_keys, check_record_size
 from app.domain.errors import (
+    ForgottenProducerId,
     OffsetOutOfRange,
     OutboxError,
     UnknownTopicOrPartition,
@@ -276,8 +277,38 @@ class LogService:
         """`principal` is who sends: an idempotent producer id is usable by its holder only.
         `transaction_version`: the version a transactional Send speaks (a Kafka client's Produce
         version: 12 and later are version 2's, and begin the next transaction), None: the one
-        its producer chose at InitProducerId."""
+        its producer chose at InitProducerId.
+
+        An idempotent Send whose producer id has no row, though it was handed out (producer
+        expiry forgot it), takes it back (_take_back) and is made again: its sender keeps
+        producing, as a Kafka broker takes the produce of a producer whose state it no longer
+        holds. Without that, a producer idle past OUTBOX_PRODUCER_ID_EXPIRATION_MS would be
+        refused until restarted: neither this repository's client nor librdkafka asks for a new
+        id by itself."""
         check_send(batches, producer_id, producer_epoch, transactional_id)
+        try:
+            return self._send_once(batches, producer_id, producer_epoch, transactional_id, principal,
+                                   transaction_version)
+        except ForgottenProducerId:
+            if transactional_id is not None or not self._take_back(producer_id, producer_epoch, principal):  # type: ignore[arg-type]
+                raise
+        # Once only: a row expiry forgot again meanwhile (an expiration shorter than this Send)
+        # is answered UNKNOWN_PRODUCER_ID.
+        return self._send_once(batches, producer_id, producer_epoch, None, principal, None)
+
+    def _take_back(self, producer_id: int, producer_epoch: int, principal: str) -> bool:
+        """Make the row of a forgotten producer id again (producers.take_back_producer) in a
+        database transaction of its own, committed before the Send is made again: made inside
+        the Send's, after it took a partition's lock, it would wait there for a concurrent
+        Send's take-back of the same id, which could be waiting for that partition's lock (its
+        batches in another order of partitions), a deadlock. False for an id never handed out."""
+        with self.db.write() as conn:
+            return producers.take_back_producer(conn, producer_id, producer_epoch, self.clock(), principal)
+
+    def _send_once(self, batches: list[SendBatch], producer_id: int | None, producer_epoch: int | None,
+                   transactional_id: str | None, principal: str,
+                   transaction_version: TransactionVersion | None) -> list[SendResult]:
+        """send, once: ForgottenProducerId where an idempotent Send's producer id has no row."""
         if transactional_id is None and self._seen is not None:
             try:
                 return self._send(batches, producer_id, producer_epoch, None, principal, RowLock.SHARE, seen=self._seen)

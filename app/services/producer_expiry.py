@@ -3,16 +3,17 @@ producer ids no Send has used for OUTBOX_PRODUCER_ID_EXPIRATION_MS (Kafka's
 producer.id.expiration.ms), with their sequence state in every partition. Every InitProducerId
 without a transactional id makes a row of `producers`, and every partition its producer writes
 to a row of `producer_partitions`: without expiry a caller allowed to write one topic could
-make the service hold rows without bound. The next Send of a forgotten id is answered
-UNKNOWN_PRODUCER_ID, as one of an id that never existed; its producer initialises a new id.
+make the service hold rows without bound. The next idempotent Send of a forgotten id takes it
+back (LogService.send), as a Kafka broker takes the produce of a producer whose state it no
+longer holds: its producer goes on without noticing.
 
 Which ids (storage.producers.idle_producers): those without a transactional id, and those a
 transactional id no longer names (replaced when its epochs ran out); a transactional id's own
 producer goes with it (OUTBOX_TRANSACTIONAL_ID_EXPIRATION_MS). Last use: the producer's
 creation, or the latest write of its sequence state by a Send (every accepted batch of an
 idempotent producer writes it, with the Send's time). A Send racing the expiry of its producer
-either is seen by it (the producer is kept) or finds the producer gone and is refused
-(storage.producers.delete_idle_producers says how)."""
+either is seen by it (the producer is kept) or finds the producer gone and takes it back
+(storage.producers.delete_idle_producers and take_back_producer say how)."""
 
 from __future__ import annotations
 

@@ -114,15 +114,15 @@ class Settings(HttpSettings):
     # At most 2^62 ms: the coordinator's cut-off, now minus this, is a 64-bit integer of the
     # database (SQLite refused a larger one, and every coordinator pass failed).
     transactional_id_expiration_ms: int = Field(default=7 * 24 * 3600 * 1000, ge=1, le=2**62)
-    # Kafka's producer.id.expiration.ms: the state of an idempotent producer id (its row and its
-    # sequence state in each partition) that no Send has used for this long is forgotten by the
-    # producer expiry chore (app.services.producer_expiry), and its next Send is answered
-    # UNKNOWN_PRODUCER_ID. Unset (the default), nothing is forgotten and the chore does not run:
-    # Kafka's brokers take a forgotten id's next produce as a new producer's, but here it is
-    # refused, and neither this repository's client nor librdkafka's idempotent producer comes
-    # back from that refusal by itself (README, The Python client), so a default of Kafka's day
-    # would stop every producer idle for a day. At most 2^62 ms, for the reason above.
-    producer_id_expiration_ms: int | None = Field(default=None, ge=1, le=2**62)
+    # Kafka's producer.id.expiration.ms, with its default (a day): the state of an idempotent
+    # producer id (its row and its sequence state in each partition) that no Send has used for
+    # this long is forgotten by the producer expiry chore (app.services.producer_expiry), so that
+    # InitProducerIds without a transactional id do not keep rows without bound. Its next Send
+    # takes the id back (LogService.send), as Kafka's brokers take a forgotten producer's next
+    # produce: the producer goes on, and only a retry of a batch written before the expiry is
+    # written again. Unset, nothing is forgotten and the chore does not run. At most 2^62 ms,
+    # for the reason above.
+    producer_id_expiration_ms: int | None = Field(default=86_400_000, ge=1, le=2**62)
     # Kafka's group.min/max.session.timeout.ms, ints as there: a member's session timeout is a
     # 32-bit column of the database, which PostgreSQL refuses past 2^31-1.
     group_min_session_timeout_ms: int = Field(default=1_000, ge=1, le=2**31 - 1)

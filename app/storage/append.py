@@ -110,6 +110,9 @@ def append_batches(
     txn_partition_rows: list[dict] = []
     extra = 0 if commit_marker is None else 1  # the marker's offset after each batch
     producer_checked = holder is None
+    # The producer's id was taken back after expiry (StoredProducer.taken_back): read with the
+    # producer's row, where a batch's statement wrote nothing.
+    taken_back = False
 
     for batch in sorted(batches, key=_partition_key):
         count = len(batch.records)
@@ -192,12 +195,13 @@ def append_batches(
                 if not producer_checked:
                     # Held as the statements above hold it (sequence_state._PRODUCER_HOLDS):
                     # the state read and written below is then never one expiry is deleting.
-                    current_state(conn, producer_id, lock=RowLock.KEY_SHARE).check_idempotent_use(holder, producer_epoch)  # type: ignore[arg-type]
-                    producer_checked = True
+                    stored = current_state(conn, producer_id, lock=RowLock.KEY_SHARE)
+                    stored.check_idempotent_use(holder, producer_epoch)  # type: ignore[arg-type]
+                    producer_checked, taken_back = True, stored.taken_back
                 already_in_transaction, state = read_producer_state(
                     conn, producer_id, transactional_id, txn_id, batch.topic_id, batch.partition
                 )
-                verdict = check_sequence(state, producer_epoch, batch.base_sequence, count)
+                verdict = check_sequence(state, producer_epoch, batch.base_sequence, count, taken_back=taken_back)
                 if verdict is BatchVerdict.DUPLICATE:
                     assert state is not None
                     _return_offsets(conn, batch, count + extra)

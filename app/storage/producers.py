@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, bindparam, delete, exists, insert, or_, select, update
 
-from app.domain.errors import UnknownProducerId
+from app.domain.errors import ForgottenProducerId
 from app.domain.producer import ActiveProducer, StoredProducer
 from app.storage import dialect
 from app.storage.dialect import RowLock
@@ -69,15 +69,38 @@ def create_producer(
     return producer_id
 
 
+def take_back_producer(conn: Connection, producer_id: int, producer_epoch: int, now_ms: int, principal: str) -> bool:
+    """Make again the row of a producer id that was handed out (at most the id counter's value)
+    but has none, forgotten by producer expiry, for the idempotent producer that sends with it
+    (LogService.send): at `producer_epoch`, held by `principal`, made now (so expiry keeps it
+    for a whole expiration), and marked taken back (taken_back_ms: where it has no sequence
+    state, its batches come at any sequence). False for an id never handed out, which stays
+    unknown.
+
+    An insert-or-ignore: of two Sends taking the id back at once, the second inserts nothing
+    and finds the first one's row (on PostgreSQL it waits for the first to commit, the primary
+    key's conflict, then ignores it); a row expiry is deleting makes it wait for that deletion,
+    and inserts after it. The caller's Send then judges its batches against the row it finds,
+    whoever made it (check_idempotent_use), as any Send does."""
+    issued = conn.execute(select(counters.c.value).where(counters.c.name == PRODUCER_ID_COUNTER)).scalar_one()
+    if not 0 <= producer_id <= issued:
+        return False
+    conn.execute(dialect.insert_ignore(conn, producers).values(
+        producer_id=producer_id, producer_epoch=producer_epoch, transactional_id=None, principal=principal,
+        created_ms=now_ms, taken_back_ms=now_ms))
+    return True
+
+
 def bump_producer_epoch(conn: Connection, producer_id: int, producer_epoch: int, now_ms: int) -> None:
     """An idempotent producer's KIP-360 epoch bump: its new epoch, and `created_ms` moved to now,
     as the bump makes the producer anew (its sequences start again). Producer expiry counts
     that as use (_IDLE): a producer bumped just before its expiration would otherwise be
-    forgotten before its first Send under the new epoch."""
+    forgotten before its first Send under the new epoch. A producer taken back is no longer
+    (taken_back_ms): its new epoch's sequences start at 0 everywhere, as any new epoch's."""
     conn.execute(
         update(producers)
         .where(producers.c.producer_id == producer_id)
-        .values(producer_epoch=producer_epoch, created_ms=now_ms)
+        .values(producer_epoch=producer_epoch, created_ms=now_ms, taken_back_ms=None)
     )
 
 
@@ -85,13 +108,12 @@ def current_state(conn: Connection, producer_id: int, *, lock: RowLock | None) -
     """The producer as stored; RowLock.NO_KEY_UPDATE for an epoch bump (KIP-360),
     RowLock.KEY_SHARE for an idempotent Send whose checks in the append's statements failed
     (app.storage.append: the refusal to give, or the check of a batch no statement judged)."""
-    stmt = select(producers.c.producer_epoch, producers.c.transactional_id, producers.c.principal).where(
-        producers.c.producer_id == producer_id
-    )
+    stmt = select(producers.c.producer_epoch, producers.c.transactional_id, producers.c.principal,
+                  producers.c.taken_back_ms).where(producers.c.producer_id == producer_id)
     row = conn.execute(dialect.lock_row(conn.dialect.name, stmt, lock)).first()
     if row is None:
-        raise UnknownProducerId(f"unknown producer id {producer_id}; call InitProducerId")
-    return StoredProducer(producer_id, row[0], row[1], row[2])
+        raise ForgottenProducerId(f"unknown producer id {producer_id}; call InitProducerId")
+    return StoredProducer(producer_id, row[0], row[1], row[2], row[3] is not None)
 
 
 def partition_producers(conn: Connection, topic_id: int, partition: int, limit: int) -> list[ActiveProducer]:
@@ -152,7 +174,7 @@ def delete_idle_producers(conn: Connection, producer_ids: list[int], used_before
     and the next pass looks again), and looked at again by a statement of its own: on
     PostgreSQL's READ COMMITTED its snapshot, taken once the locks are held, has every Send
     that held them committed, and a Send that comes later waits for this transaction and finds
-    the row gone. On SQLite this transaction is the only writer."""
+    the row gone (it then takes the id back: take_back_producer, whose row is made now, not idle). On SQLite this transaction is the only writer."""
     locked = list(conn.execute(dialect.lock_for_update_skip_locked(
         conn.dialect.name,
         select(producers.c.producer_id).where(producers.c.producer_id.in_(producer_ids))

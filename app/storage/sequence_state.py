@@ -119,8 +119,8 @@ _WRITE_NEXT_BATCH_STATE = _NEXT_BATCH_STATE.returning(_IN_TRANSACTION)
 # for it. On PostgreSQL it keeps the producer's row FOR KEY SHARE until the Send commits
 # (SQLite's write lock covers it): producer expiry (app.services.producer_expiry) deletes only
 # rows it could lock FOR UPDATE, so it never forgets a producer under way, and a statement that
-# finds the row being deleted waits, then finds none and writes nothing (the Send is refused
-# UNKNOWN_PRODUCER_ID); a statement that looked without the lock would see, in its snapshot, a
+# finds the row being deleted waits, then finds none and writes nothing (the Send rolls back
+# and takes the id back, LogService.send, its rows made anew before it runs again); a statement that looked without the lock would see, in its snapshot, a
 # row the expiry had just deleted, and write a state that no producer row owned. No other
 # writer waits for it: an epoch bump (KIP-360) takes FOR NO KEY UPDATE, so one committed while
 # the Send is under way does not wait for it, and the Send's batches, checked against the epoch

@@ -324,6 +324,11 @@ producers = Table(
     # The principal InitProducerId handed the id to (migration 0010): an id without a
     # transactional id is its holder's alone (app.domain.producer.StoredProducer).
     Column("principal", String(255), nullable=True),
+    # When an idempotent Send last took the id back after producer expiry forgot it
+    # (storage.producers.take_back_producer; migration 0043); NULL: made by InitProducerId, or
+    # its epoch bumped since. A partition without its state then takes its batch at any sequence
+    # (app.domain.producer.check_sequence).
+    Column("taken_back_ms", BigInteger, nullable=True),
 )
 
 # Per (producer, partition): the idempotence state (docs/GUARANTEES.md#no-duplicates).

@@ -1066,3 +1066,29 @@ def test_a_refused_authentication_is_audited_with_the_route_s_template_not_the_p
     (line,) = [rec.getMessage() for rec in caplog.records if rec.name == "outbox.audit"]
     assert "authenticate GET /v1/topics/{topic} refused" in line, line
     assert pasted not in line and pasted.split(".")[-1] not in line
+
+
+def test_a_forgotten_producer_id_is_taken_back_only_by_a_send_the_principal_may_make(world: World, clock: Any) -> None:
+    # The take-back is the Send's: a Send refused for its topic makes no row, and one allowed
+    # (WRITE on its topic, which grants an idempotent producer id as KIP-679 does) makes it.
+    world.as_admin("POST", "/v1/topics", {"name": "secret", "partitions": 1})
+    world.grant([(T, "orders", Operation.WRITE)])
+    p = world.client.post("/v1/producers", headers=world.alice, json={}).json()
+    ident = {"producer_id": p["producer_id"], "producer_epoch": p["producer_epoch"]}
+
+    def send(topic: str, base_sequence: int) -> Any:
+        return world.client.post("/v1/records", headers=world.alice, json={**ident, "batches": [
+            {"topic": topic, "partition": 0, "base_sequence": base_sequence, "records": [{"value": 1}]}]})
+
+    assert send("orders", 0).status_code == 200
+    services = world.client.app.state.services
+    clock.advance(services.settings.producer_id_expiration_ms + 1)
+    assert services.producer_expiry.expire(clock()).expired == 1
+    before = world.stored.snapshot()
+
+    refused = send("secret", 5)
+
+    assert (refused.status_code, refused.json()["error_code"]) == (403, "TOPIC_AUTHORIZATION_FAILED")
+    assert diff(before, world.stored.snapshot()) == []
+    taken = send("orders", 1)
+    assert (taken.status_code, taken.json()["results"][0]["base_offset"]) == (200, 2), taken.text

@@ -1,7 +1,8 @@
 """Producer ids do not stay forever: producer expiry (app.services.producer_expiry) forgets the
 ones no Send has used for OUTBOX_PRODUCER_ID_EXPIRATION_MS, with their sequence state in every
-partition, as Kafka expires a producer's state after producer.id.expiration.ms; the next Send
-of one is answered UNKNOWN_PRODUCER_ID. On both databases; time is the test's clock."""
+partition, as Kafka expires a producer's state after producer.id.expiration.ms; the next
+idempotent Send of one takes it back (LogService.send) at the sequence it carries, and one of an
+id never handed out is answered UNKNOWN_PRODUCER_ID. On both databases; time is the test's clock."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from sqlalchemy import select, update
 
 from app.composition import Services, maintenance_chores, serve_chores
-from app.domain.errors import UnknownProducerId
+from app.domain.errors import InvalidProducerIdMapping, OutOfOrderSequenceNumber, UnknownProducerId
 from app.domain.records import RecordToAppend
 from app.services import producer_expiry
 from app.services.log_service import SendBatch
@@ -26,10 +27,16 @@ from tests.helpers import init_producer
 EXPIRATION_MS = 86_400_000  # a day, as Kafka's producer.id.expiration.ms
 
 
+def test_the_default_expiration_is_kafka_s_day_and_its_chore_runs(database, clock) -> None:  # type: ignore[no-untyped-def]
+    # Unset by default while a forgotten id's next Send was refused: every producer idle for a
+    # day would have stopped. Taken back now, Kafka's default holds.
+    assert Settings().producer_id_expiration_ms == EXPIRATION_MS
+    assert len([c for c in maintenance_chores(database, Settings(), clock) if isinstance(c, ProducerExpiryWorker)]) == 1
+
+
 @pytest.fixture
 def settings(settings: Settings) -> Settings:
-    """The service's settings with the expiration set: unset, its default, no producer id is
-    forgotten."""
+    """The service's settings with the expiration set: a day, its default."""
     return settings.model_copy(update={"producer_id_expiration_ms": EXPIRATION_MS})
 
 
@@ -101,41 +108,139 @@ def test_the_setting_is_the_expiration(settings, database, clock) -> None:  # ty
     assert _producer_rows(services) == []
 
 
-def test_a_send_after_the_expiry_is_refused_as_an_unknown_producer_id_and_writes_nothing(  # type: ignore[no-untyped-def]
-        services, clock) -> None:
-    services.topics.create("t", 1)
+def _producer_row(services: Services, producer_id: int) -> tuple | None:
+    with services.db.read() as conn:
+        row = conn.execute(select(producers.c.producer_epoch, producers.c.transactional_id, producers.c.principal,
+                                  producers.c.created_ms).where(producers.c.producer_id == producer_id)).first()
+    return None if row is None else tuple(row)
+
+
+def _last_sequences(services: Services) -> list[tuple[int, int, int]]:
+    with services.db.read() as conn:
+        return [tuple(r) for r in conn.execute(  # type: ignore[misc]
+            select(producer_partitions.c.producer_id, producer_partitions.c.partition, producer_partitions.c.last_sequence)
+            .order_by(producer_partitions.c.producer_id, producer_partitions.c.partition))]
+
+
+def test_a_send_after_the_expiry_takes_its_producer_id_back_at_the_sequence_it_carries(services, clock) -> None:  # type: ignore[no-untyped-def]
+    services.topics.create("t", 2)
     p = _init(services)
-    _send(services, p, 0, 0)
+    _send(services, p, 0, 0, "a")
+    _send(services, p, 0, 1, "b")
     clock.advance(EXPIRATION_MS + 1)
     assert services.producer_expiry.expire(clock()).expired == 1
+    assert _producer_row(services, p.producer_id) is None
 
-    for base_sequence in (1, 0):  # its next batch, and a retry of the first one
+    # Its next batch, at the sequence it carries: the first batch of the id taken back.
+    assert (_send(services, p, 0, 2, "c").base_offset, _send(services, p, 0, 3, "d").base_offset) == (2, 3)
+    # The row made again: its epoch, no transactional id, its sender, made now (kept a whole
+    # expiration from here).
+    assert _producer_row(services, p.producer_id) == (p.producer_epoch, None, "User:ANONYMOUS", clock())
+    assert _last_sequences(services) == [(p.producer_id, 0, 3)]
+    # Later batches follow from it as usual: a gap, and a retry of the last one.
+    with pytest.raises(OutOfOrderSequenceNumber):
+        _send(services, p, 0, 5, "gap")
+    assert _send(services, p, 0, 3, "d").duplicate
+    # A later Send to a partition without its state: there too at the sequence it carries (its
+    # client's sequences went on there, and it lost its state in every partition).
+    assert _send(services, p, 1, 7, "e").base_offset == 0
+    assert _last_sequences(services) == [(p.producer_id, 0, 3), (p.producer_id, 1, 7)]
+    clock.advance(EXPIRATION_MS)
+    assert services.producer_expiry.expire(clock()).expired == 0
+
+
+def test_a_producer_taken_back_then_bumped_starts_its_new_epoch_at_zero_everywhere(services, clock) -> None:  # type: ignore[no-untyped-def]
+    services.topics.create("t", 2)
+    p = _init(services)
+    _send(services, p, 0, 0, "a")
+    clock.advance(EXPIRATION_MS + 1)
+    services.producer_expiry.expire(clock())
+    _send(services, p, 0, 1, "b")
+    bumped = services.coordinator.init_producer_id(transactional_id=None, transaction_timeout_ms=None,
+                                                   producer_id=p.producer_id, producer_epoch=p.producer_epoch)
+
+    # A new epoch is a new producer's sequences: no longer taken back.
+    with pytest.raises(UnknownProducerId):
+        _send(services, bumped, 1, 4, "c")
+    assert _send(services, bumped, 1, 0, "c").base_offset == 0
+
+
+def test_every_partition_of_the_send_that_takes_the_id_back_starts_at_its_own_sequence(services, clock) -> None:  # type: ignore[no-untyped-def]
+    services.topics.create("t", 3)
+    p = _init(services)
+    for partition in range(3):
+        _send(services, p, partition, 0, "a")
+    clock.advance(EXPIRATION_MS + 1)
+    services.producer_expiry.expire(clock())
+
+    results = services.log.send(
+        [SendBatch("t", partition, [RecordToAppend(None, "b", None, 1)], seq) for partition, seq in ((2, 1), (0, 4), (1, 9))],
+        producer_id=p.producer_id, producer_epoch=p.producer_epoch, transactional_id=None)
+
+    assert [(r.partition, r.base_offset, r.duplicate) for r in results] == [(2, 1, False), (0, 1, False), (1, 1, False)]
+    assert _last_sequences(services) == [(p.producer_id, 0, 4), (p.producer_id, 1, 9), (p.producer_id, 2, 1)]
+
+
+def test_a_retry_of_a_batch_written_before_the_expiry_is_written_again(services, clock, sequence_restarts) -> None:  # type: ignore[no-untyped-def]
+    # The accepted cost of forgetting a producer, as in Kafka: its state is what told a retry
+    # from a new batch.
+    services.topics.create("t", 1)
+    p = _init(services)
+    _send(services, p, 0, 0, "a")
+    clock.advance(EXPIRATION_MS + 1)
+    services.producer_expiry.expire(clock())
+
+    again = _send(services, p, 0, 0, "a")
+
+    assert (again.base_offset, again.duplicate) == (1, False)
+    sequence_restarts.add((p.producer_id, 0, 1))
+
+
+def test_an_id_never_handed_out_stays_unknown_and_nothing_is_made(services, clock) -> None:  # type: ignore[no-untyped-def]
+    services.topics.create("t", 1)
+    p = _init(services)
+    for producer_id in (p.producer_id + 1, p.producer_id + 1_000, -1):
         with pytest.raises(UnknownProducerId):
-            _send(services, p, 0, base_sequence)
+            services.log.send([SendBatch("t", 0, [RecordToAppend(None, "v", None, 1)], 3)],
+                              producer_id=producer_id, producer_epoch=0, transactional_id=None)
+    assert _producer_rows(services) == [(p.producer_id, None)]
     _topic, (partition,) = services.topics.describe("t")
-    assert partition.log_end_offset == 1
-    assert _state_rows(services) == []
+    assert partition.log_end_offset == 0
+    # And the counter was not moved: the next id handed out is the one after p's.
+    assert _init(services).producer_id == p.producer_id + 1
 
 
-def test_over_http_a_send_after_the_expiry_is_answered_409_unknown_producer_id(client, services, clock) -> None:  # type: ignore[no-untyped-def]
+def test_a_transactional_send_does_not_take_a_forgotten_id_back(services, clock) -> None:  # type: ignore[no-untyped-def]
+    services.topics.create("t", 1)
+    p = _init(services)
+    _send(services, p, 0, 0, "a")
+    clock.advance(EXPIRATION_MS + 1)
+    services.producer_expiry.expire(clock())
+    _init(services, "tx")
+
+    # Refused as today: the transactional id names its own producer, not this one (Kafka's answer).
+    with pytest.raises(InvalidProducerIdMapping):
+        services.log.send([SendBatch("t", 0, [RecordToAppend(None, "v", None, 1)], 1)],
+                          producer_id=p.producer_id, producer_epoch=p.producer_epoch, transactional_id="tx")
+    assert _producer_row(services, p.producer_id) is None
+
+
+def test_over_http_a_send_after_the_expiry_takes_the_id_back(client, services, clock) -> None:  # type: ignore[no-untyped-def]
     client.post("/v1/topics", json={"name": "t", "partitions": 1})
     p = init_producer(client)
     body = {"producer_id": p["producer_id"], "producer_epoch": p["producer_epoch"],
             "batches": [{"topic": "t", "partition": 0, "base_sequence": 0, "records": [{"value": 1}]}]}
     assert client.post("/v1/records", json=body).status_code == 200
     clock.advance(EXPIRATION_MS + 1)
-    services.producer_expiry.expire(clock())
+    assert services.producer_expiry.expire(clock()).expired == 1
 
     body["batches"][0]["base_sequence"] = 1  # type: ignore[index]
     r = client.post("/v1/records", json=body)
 
-    assert (r.status_code, r.json()["error_code"]) == (409, "UNKNOWN_PRODUCER_ID")
-    # Its producer initialises again, and writes from sequence 0 under the new id.
-    q = init_producer(client)
-    assert q["producer_id"] != p["producer_id"]
-    body.update(producer_id=q["producer_id"], producer_epoch=q["producer_epoch"])
-    body["batches"][0]["base_sequence"] = 0  # type: ignore[index]
-    assert client.post("/v1/records", json=body).json()["results"][0]["base_offset"] == 1
+    assert (r.status_code, r.json()["results"][0]["base_offset"]) == (200, 1), r.text
+    body["producer_id"] = p["producer_id"] + 1  # never handed out
+    r = client.post("/v1/records", json=body)
+    assert (r.status_code, r.json()["error_code"], r.json()["retriable"]) == (409, "UNKNOWN_PRODUCER_ID", False)
 
 
 def test_a_transactional_ids_producer_is_kept_however_idle(services, clock) -> None:  # type: ignore[no-untyped-def]

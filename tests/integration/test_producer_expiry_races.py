@@ -1,7 +1,8 @@
 """A Send racing the expiry of its producer (app.services.producer_expiry), on SQLite and
 PostgreSQL: either the expiry sees the Send and keeps the producer, or the producer is gone and
-the Send is refused UNKNOWN_PRODUCER_ID having written nothing; never a Send accepted for a
-producer the expiry forgot, nor sequence state left without its producer.
+the Send takes its id back (LogService.send), made again before any of its batches is written;
+never a Send accepted for a producer the expiry forgot, nor sequence state left without its
+producer.
 
 On PostgreSQL a Send holds its producer's row FOR KEY SHARE (sequence_state._PRODUCER_HOLDS) and
 the expiry deletes only the rows it locked FOR UPDATE, looked at again once locked; on SQLite
@@ -22,7 +23,7 @@ from app.composition import Services
 from app.domain.errors import UnknownProducerId
 from app.domain.read import IsolationLevel
 from app.domain.records import RecordToAppend
-from app.services import producer_expiry
+from app.services import log_service, producer_expiry
 from app.services.log_service import SendBatch
 from app.services.producer_expiry import ProducerIdExpiry
 from app.settings import Settings
@@ -34,8 +35,7 @@ EXPIRATION_MS = 86_400_000  # a day, as Kafka's producer.id.expiration.ms
 
 @pytest.fixture
 def settings(settings: Settings) -> Settings:
-    """The service's settings with the expiration set: unset, its default, no producer id is
-    forgotten."""
+    """The service's settings with the expiration set: a day, its default."""
     return settings.model_copy(update={"producer_id_expiration_ms": EXPIRATION_MS})
 
 
@@ -105,8 +105,8 @@ SENDS = {"next": (0, 1), "first_in_another_partition": (1, 0), "retry": (0, 0)}
 
 
 @pytest.mark.parametrize("send", sorted(SENDS))
-def test_a_send_that_comes_while_the_expiry_deletes_its_producer_waits_and_is_refused(  # type: ignore[no-untyped-def]
-        services, database, clock, monkeypatch, send) -> None:
+def test_a_send_that_comes_while_the_expiry_deletes_its_producer_waits_and_takes_it_back(  # type: ignore[no-untyped-def]
+        services, database, clock, monkeypatch, send, sequence_restarts) -> None:
     services.topics.create("t", 2)
     p = services.coordinator.init_producer_id(transactional_id=None, transaction_timeout_ms=None)
     _send(services, p, 0, 0, "first")
@@ -126,9 +126,14 @@ def test_a_send_that_comes_while_the_expiry_deletes_its_producer_waits_and_is_re
         sender.join(30)
 
     assert (expiry.error, expiry.result) == (None, ProducerIdExpiry(1, False))
-    assert isinstance(sender.error, UnknownProducerId), sender.error
-    assert _stored(services) == {0: [(0, "first")], 1: []}
-    assert _rows(services) == ([], [])
+    # Written as the first batch of the id taken back, at its own sequence; the retry of the
+    # batch written before the expiry a second time (what forgetting the state costs).
+    assert (sender.error, sender.result.base_offset, sender.result.duplicate) == (None, 1 if partition == 0 else 0, False)
+    assert _stored(services) == {0: [(0, "first")] + ([(1, "late")] if partition == 0 else []),
+                                 1: [(0, "late")] if partition == 1 else []}
+    assert _rows(services) == ([p.producer_id], [(p.producer_id, partition, base_sequence)])
+    if send == "retry":
+        sequence_restarts.add((p.producer_id, 0, 1))
 
 
 @pytest.mark.parametrize("send", ["next", "first_in_another_partition"])
@@ -169,13 +174,22 @@ def test_an_expiry_that_comes_while_a_send_of_its_producer_is_under_way_keeps_th
     assert _send(services, p, 0, 2 if partition == 0 else 1, "next").base_offset == (2 if partition == 0 else 1)
 
 
-def test_sends_racing_expiry_passes_are_written_once_each_or_refused_with_their_producer_gone(  # type: ignore[no-untyped-def]
-        settings, database, clock) -> None:
+def test_sends_racing_expiry_passes_are_written_once_each_and_a_forgotten_producer_taken_back(  # type: ignore[no-untyped-def]
+        settings, database, clock, monkeypatch) -> None:
     """Producers each sending SENDS_EACH batches, alternately to two partitions, while passes of
     the expiry run at a time for which a producer is idle until its first Send commits: each
     producer has all its Sends written, each once, at the offsets they were answered, and is
-    kept with its state, or has its first Send refused, nothing written, and is gone."""
+    kept with its state; one forgotten before its first Send took its id back, once (made
+    again at the Send's time, it is no longer idle for these passes)."""
     services = Services.build(settings.model_copy(update={"producer_id_expiration_ms": 1}), database, clock)
+    taken_back: list[int] = []
+    take_back = log_service.producers.take_back_producer
+
+    def counted(conn: Any, producer_id: int, *args: Any) -> bool:
+        taken_back.append(producer_id)
+        return take_back(conn, producer_id, *args)
+
+    monkeypatch.setattr(log_service.producers, "take_back_producer", counted)
     count, partitions, sends_each = 12, 4, 6
     services.topics.create("t", partitions)
     made = [services.coordinator.init_producer_id(transactional_id=None, transaction_timeout_ms=None)
@@ -229,18 +243,105 @@ def test_sends_racing_expiry_passes_are_written_once_each_or_refused_with_their_
     kept, states = _rows(services)
     stored = _stored(services)
     expected: dict[int, list[tuple[int, str]]] = {i: [] for i in range(partitions)}
+    assert kept == sorted(p.producer_id for p in made)
     for p in made:
         pid = p.producer_id
-        if pid in kept:
-            assert (len(accepted[pid]), refused[pid]) == (sends_each, [])
-            assert [(q, last) for q_pid, q, last in states if q_pid == pid] == sorted(
-                [(pid % partitions, sends_each // 2 - 1), ((pid + 1) % partitions, sends_each // 2 - 1)])
-        else:
-            assert (accepted[pid], refused[pid]) == ([], [0])
-            assert [s for s in states if s[0] == pid] == []
+        assert (len(accepted[pid]), refused[pid]) == (sends_each, [])
+        assert [(q, last) for q_pid, q, last in states if q_pid == pid] == sorted(
+            [(pid % partitions, sends_each // 2 - 1), ((pid + 1) % partitions, sends_each // 2 - 1)])
         for partition, offset, value in accepted[pid]:
             expected[partition].append((offset, value))
     # Each partition holds exactly the accepted batches, once each, at the offsets answered.
     assert stored == {q: sorted(records) for q, records in expected.items()}
     assert all(offsets == list(range(len(offsets))) for offsets in ([o for o, _ in stored[q]] for q in stored))
-    assert sum(d.expired for d in passes) == count - len(kept)
+    # Some were forgotten before their first Send (a third were answered before any pass).
+    assert 0 < len(set(taken_back)) == len(taken_back) == sum(d.expired for d in passes)
+
+
+@contextmanager
+def _take_back_held_before_its_commit(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[threading.Event, threading.Event]]:
+    """The first take-back stops after its insert, its transaction open: (made, go). Later ones
+    run through."""
+    made, go = threading.Event(), threading.Event()
+    take_back = log_service.producers.take_back_producer
+
+    def held(*args: Any) -> bool:
+        done = take_back(*args)
+        if not made.is_set():
+            made.set()
+            assert go.wait(30)
+        return done
+
+    monkeypatch.setattr(log_service.producers, "take_back_producer", held)
+    try:
+        yield made, go
+    finally:
+        go.set()
+
+
+# The second Send: the same batch (a client's retry racing its first attempt), or a batch of
+# another partition, at another sequence.
+SECOND = {"same_batch": (0, 5), "other_partition": (1, 7)}
+
+
+@pytest.mark.parametrize("second", sorted(SECOND))
+def test_two_sends_taking_back_one_id_at_once_make_one_row_and_the_second_follows(  # type: ignore[no-untyped-def]
+        services, database, clock, monkeypatch, second) -> None:
+    services.topics.create("t", 2)
+    p = services.coordinator.init_producer_id(transactional_id=None, transaction_timeout_ms=None)
+    clock.advance(EXPIRATION_MS + 1)
+    assert services.producer_expiry.expire(clock()).expired == 1
+    partition, base_sequence = SECOND[second]
+
+    with _take_back_held_before_its_commit(monkeypatch) as (made, go):
+        first = _Thread(lambda: _send(services, p, 0, 5, "late"))
+        first.start()
+        assert made.wait(30)
+        other = _Thread(lambda: _send(services, p, partition, base_sequence, "late"))
+        other.start()
+        # PostgreSQL: its insert waits on the first one's key; SQLite: for the write lock.
+        _wait_until_blocked(database, 1)
+        assert other.is_alive()
+        go.set()
+        first.join(30)
+        other.join(30)
+
+    assert (first.error, other.error) == (None, None)
+    assert (first.result.base_offset, other.result.base_offset) == (0, 0)
+    # The same batch is written once: the later of the two is answered as its retry.
+    assert sorted([first.result.duplicate, other.result.duplicate]) == ([False, True] if second == "same_batch"
+                                                                       else [False, False])
+    assert _stored(services) == {0: [(0, "late")], 1: [(0, "late")] if partition == 1 else []}
+    assert _rows(services) == ([p.producer_id], [(p.producer_id, 0, 5)] + ([(p.producer_id, 1, 7)] if partition == 1
+                                                                         else []))
+
+
+def test_a_take_back_that_comes_while_the_expiry_deletes_the_row_waits_and_makes_it_again(  # type: ignore[no-untyped-def]
+        services, database, clock, monkeypatch) -> None:
+    # An expiry pass forgets the id and another is deleting it again as the take-back's insert
+    # comes: on PostgreSQL the insert waits for the deletion's commit (the primary key's
+    # conflict with a row being deleted), then makes its row; the chore's deletion, looked at
+    # again under its lock, cannot have deleted a row made after it.
+    services.topics.create("t", 1)
+    p = services.coordinator.init_producer_id(transactional_id=None, transaction_timeout_ms=None)
+    _send(services, p, 0, 0, "first")
+    clock.advance(EXPIRATION_MS + 1)
+
+    with _expiry_held_before_its_commit(monkeypatch) as (deleted, go):
+        expiry = _Thread(lambda: services.producer_expiry.expire(clock()))
+        expiry.start()
+        assert deleted.wait(30)
+        sender = _Thread(lambda: _send(services, p, 0, 1, "late"))
+        sender.start()
+        _wait_until_blocked(database, 1)
+        assert sender.is_alive()
+        go.set()
+        expiry.join(30)
+        sender.join(30)
+    again = services.producer_expiry.expire(clock())
+
+    assert (expiry.error, expiry.result, again) == (None, ProducerIdExpiry(1, False), ProducerIdExpiry(0, False))
+    assert (sender.error, sender.result.base_offset) == (None, 1)
+    assert _stored(services) == {0: [(0, "first"), (1, "late")]}
+    assert _rows(services) == ([p.producer_id], [(p.producer_id, 0, 1)])
+    assert _send(services, p, 0, 2, "next").base_offset == 2

@@ -273,3 +273,13 @@ def test_every_first_batch_of_a_new_epoch_meets_the_first_batch_condition(
     if state is None or state.producer_epoch < epoch:
         if _verdict(state, epoch, 0, count) is BatchVerdict.APPEND:  # type: ignore[arg-type]
             assert _starts_epoch_accepts(state, epoch, 0, count)
+
+
+def test_a_taken_back_producer_s_first_batch_where_it_has_no_state_is_appended_at_any_sequence() -> None:
+    # Its client's sequences went on; its state here went with its id (producer expiry).
+    assert check_sequence(None, 3, 41, 2, taken_back=True) is BatchVerdict.APPEND
+    state = ProducerPartitionState(3, 42, 41, 2, 7)
+    # Where it has a state again, the usual rules: a retry, and a gap.
+    assert check_sequence(state, 3, 41, 2, taken_back=True) is BatchVerdict.DUPLICATE
+    with pytest.raises(OutOfOrderSequenceNumber):
+        check_sequence(state, 3, 45, 1, taken_back=True)
