@@ -15,6 +15,7 @@ from app.cli.common import (
     offset_reset_request,
     open_services,
     print_json,
+    warn_of_a_cut_list,
     warn_of_a_plan_only,
 )
 from app.settings import Settings
@@ -49,10 +50,12 @@ def transactions(settings: Settings, args: argparse.Namespace) -> int:
     try:
         if args.action == "list":
             states = [TransactionState(s) for s in args.state] if args.state else None
-            out: object = {"transactions": [summary(m) for m in coordinator.listing.list(
-                states, args.limit, args.min_age_ms, args.transactional_id_prefix)]}
+            page = coordinator.listing.list(states, args.limit, args.min_age_ms, args.transactional_id_prefix,
+                                            after=args.after)
+            out: object = {"transactions": [summary(m) for m in page.transactions], "next_after": page.next_after}
         elif args.action == "hanging":
-            out = {"transactions": [summary(m) for m in coordinator.listing.hanging(now, args.transactional_id_prefix)]}
+            page = coordinator.listing.hanging(now, args.transactional_id_prefix, limit=args.limit, after=args.after)
+            out = {"transactions": [summary(m) for m in page.transactions], "next_after": page.next_after}
         elif args.action == "describe":
             out = description(coordinator.listing.describe(args.transactional_id))
         else:
@@ -60,6 +63,7 @@ def transactions(settings: Settings, args: argparse.Namespace) -> int:
     finally:
         services.db.dispose()
     print_json(out)
+    warn_of_a_cut_list(out)
     return 0
 
 
@@ -161,13 +165,16 @@ def add_commands(command: Command, verbose: argparse.ArgumentParser) -> None:
                     metavar="STATE", help="e.g. Ongoing (repeatable)")
     tl.add_argument("--min-age-ms", type=non_negative, default=None, metavar="MS",
                     help=f"only transactions open ({OPEN_STATE_NAMES}) at least this long")
-    tl.add_argument("--limit", type=between(1, TRANSACTION_LIST_MAX), default=TRANSACTION_LIST_DEFAULT, metavar="N",
-                    help=f"at most this many (1 to {TRANSACTION_LIST_MAX:,}; default {TRANSACTION_LIST_DEFAULT:,})")
     th = txs.add_parser("hanging", parents=[verbose],
                         help="open (or completing) longer than the maximum transaction timeout")
     for listing in (tl, th):
         listing.add_argument("--transactional-id-prefix", default=None, metavar="PREFIX",
                              help="only the transactional ids that start with it, exactly")
+        listing.add_argument("--limit", type=between(1, TRANSACTION_LIST_MAX), default=TRANSACTION_LIST_DEFAULT,
+                             metavar="N", help=f"at most this many (1 to {TRANSACTION_LIST_MAX:,}; default "
+                             f"{TRANSACTION_LIST_DEFAULT:,}); a list it cuts says so, with the --after to go on with")
+        listing.add_argument("--after", default=None, metavar="TRANSACTIONAL_ID",
+                             help="only the transactional ids after this one (a cut list's next_after)")
     td = txs.add_parser("describe", parents=[verbose],
                         help="one transactional id: its state, producer, partitions and pending offsets")
     td.add_argument("transactional_id")

@@ -6,10 +6,11 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+import shlex
 import signal
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from app.settings import Settings
 from app.settings.addresses import host_name
@@ -128,6 +129,16 @@ def warn_of_a_plan_only(args: argparse.Namespace) -> None:
     if not args.execute and not args.dry_run:
         print("outbox: the plan only, nothing is committed: add --execute to commit it (--dry-run to "
               "say so without this warning)", file=sys.stderr)
+
+
+def warn_of_a_cut_list(answer: Any) -> None:
+    """After `transactions list` or `hanging` answered a list its limit (or the ids one request
+    reads) cut: the JSON says it in `next_after`, but a person reading the table, or the JSON
+    by eye, would take the first page for the whole list."""
+    after = answer.get("next_after") if isinstance(answer, dict) else None
+    if after is not None:
+        print(f"outbox: {len(answer['transactions']):,} listed, and more may follow: add --after {shlex.quote(after)} "
+              "for the next ones (or a larger --limit)", file=sys.stderr)
 
 
 def open_existing(settings: Settings, *, pool_size: int):  # type: ignore[no-untyped-def]

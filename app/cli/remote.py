@@ -36,6 +36,7 @@ from app.cli.common import (
     config_pairs,
     offset_reset_request,
     print_json,
+    warn_of_a_cut_list,
     warn_of_a_plan_only,
 )
 from app.client.errors import ClientError
@@ -269,13 +270,15 @@ def _groups(remote: Remote, args: argparse.Namespace) -> tuple[Answer, Table]:
 
 def _transactions(remote: Remote, args: argparse.Namespace) -> tuple[Answer, Table]:
     if args.action in ("list", "hanging"):
-        params: dict[str, Any] = {"transactional_id_prefix": args.transactional_id_prefix}
+        params: dict[str, Any] = {"transactional_id_prefix": args.transactional_id_prefix, "limit": args.limit,
+                                  "after": args.after}
         if args.action == "hanging":
             params["hanging"] = "true"
         else:
-            params.update(state=args.state or None, min_age_ms=args.min_age_ms, limit=args.limit)
-        return remote.call("GET", "/v1/transactions",
-                           params={k: v for k, v in params.items() if v is not None}), _transaction_list_table
+            params.update(state=args.state or None, min_age_ms=args.min_age_ms)
+        answer = remote.call("GET", "/v1/transactions", params={k: v for k, v in params.items() if v is not None})
+        warn_of_a_cut_list(answer)
+        return answer, _transaction_list_table
     if args.action == "describe":
         return remote.call("GET", f"/v1/transactions/{segment(args.transactional_id)}"), _transaction_table
     return remote.call("POST", f"/v1/admin/transactions/{segment(args.transactional_id)}/abort"), _transaction_table

@@ -21,6 +21,10 @@ MAX_INT32 = 2**31 - 1
 # `outbox transactions list --limit`).
 TRANSACTION_LIST_MAX = 10_000
 TRANSACTION_LIST_DEFAULT = 1000
+# How many transactional ids one page of a list reads at most, passing over those the caller may
+# not describe: the work one request may cost. A page cut by it says where to continue
+# (`next_after`), as one cut by its limit does.
+TRANSACTION_LIST_EXAMINED_MAX = 100_000
 
 
 class TransactionState(str, enum.Enum):

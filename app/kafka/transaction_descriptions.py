@@ -6,6 +6,7 @@ own, as Kafka does: one's refusal leaves the others' outcome as it is."""
 from __future__ import annotations
 
 import datetime
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -14,11 +15,13 @@ from kio.schema.errors import ErrorCode
 from app.domain import acl
 from app.domain.acl import Operation
 from app.domain.errors import OutboxError, TransactionalIdNotFound
-from app.domain.types import TRANSACTION_LIST_MAX, TransactionState
+from app.domain.types import TransactionState
 from app.kafka.api_keys import ApiKey
 from app.kafka.auth import access, refusal_code
 from app.kafka.errors import error_code
 from app.kafka.protocol import NO_WAIT, build, response_module
+
+logger = logging.getLogger("app.kafka")
 
 # Kafka's -1 for "no transaction start" (an idle transactional id): the millisecond before the
 # epoch; and the schema's default, the epoch, for a transactional id it could not describe.
@@ -28,6 +31,9 @@ _EPOCH = datetime.datetime.fromtimestamp(0, tz=datetime.timezone.utc)
 _NO_TIMEOUT = datetime.timedelta(0)
 # The most producers one partition of DescribeProducers answers.
 DESCRIBE_PRODUCERS_MAX = 10_000
+# The most transactions one ListTransactions answers, which has no paging: ten times an HTTP
+# page's largest, a few tens of megabytes held while it is answered. More matching is logged.
+LIST_TRANSACTIONS_MAX = 100_000
 
 
 class TransactionDescriptionApis:
@@ -81,24 +87,40 @@ class TransactionDescriptionApis:
         unknown = tuple(f for f in body.state_filters if f not in known)
         states = [known[f] for f in body.state_filters if f in known] or None
         duration = getattr(body, "duration_filter", -1)
+        producers = set(body.producer_id_filters) or None
+        door = access()
+        security, principal = door.state, door.principal
+        # The ACL decision itself, not door.allows: that records each check for the rules
+        # (ListTransactions needs none), a set as large as the table once every id is walked.
+        describable = None if security is None else (
+            lambda tid: security.is_allowed(principal, Operation.DESCRIBE, acl.transactional_id(tid)))
         try:
             if unknown and states is None:
-                listed = []  # only filters naming no state: Kafka lists nothing
+                listed: list[Any] = []  # only filters naming no state: Kafka lists nothing
             else:
-                # At most as many as GET /v1/transactions' largest limit.
+                # Every id is walked (ListTransactions has no paging to continue with): the
+                # state and producer filters in SQL, the ACLs per chunk, so neither another
+                # principal's ids nor other producers' can push a match out. Only the matches
+                # are capped, for the answer's memory.
                 listing = self.services.coordinator.listing
-                listed = (listing.list(states, TRANSACTION_LIST_MAX) if duration < 0
-                          else listing.list_begun_before(states, TRANSACTION_LIST_MAX, duration))
+                page = (listing.list(states, LIST_TRANSACTIONS_MAX, describable=describable, producer_ids=producers,
+                                     bounded=False) if duration < 0
+                        else listing.list_begun_before(states, LIST_TRANSACTIONS_MAX, duration,
+                                                       describable=describable, producer_ids=producers,
+                                                       bounded=False))
+                listed = page.transactions
+                if page.next_after is not None:
+                    logger.warning("ListTransactions answered the first %d matching transactional ids, up to %r; "
+                                 "more match: narrow it with state or producer id filters, or list them with "
+                                 "GET /v1/transactions (which pages)", LIST_TRANSACTIONS_MAX, page.next_after)
         except OutboxError as e:
             return build(m.ListTransactionsResponse, throttle_time=NO_WAIT, error_code=error_code(e),
                          unknown_state_filters=unknown, transaction_states=())
-        producers = set(body.producer_id_filters)
         return build(m.ListTransactionsResponse, throttle_time=NO_WAIT, error_code=ErrorCode.none,
                      unknown_state_filters=unknown, transaction_states=tuple(
                          build(m.TransactionState, transactional_id=t.transactional_id, producer_id=t.producer_id,
                                transaction_state=t.state.value)
-                         for t in listed if (not producers or t.producer_id in producers)
-                         and access().allows(Operation.DESCRIBE, acl.transactional_id(t.transactional_id))))
+                         for t in listed))
 
     def describe_producers(self, body: Any, version: int) -> Any:
         m = response_module(ApiKey.DESCRIBE_PRODUCERS, version)

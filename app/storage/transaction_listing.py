@@ -5,6 +5,7 @@ app.storage.transactions'."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from sqlalchemy import Connection, and_, func, or_, select
@@ -26,14 +27,24 @@ def list_all(
     states: list[TransactionState] | None = None,
     open_since_ms: int | None = None,
     begun_before_ms: int | None = None,
+    stale_before_ms: int | None = None,
     transactional_id_prefix: str | None = None,
+    producer_ids: Collection[int] | None = None,
+    after: str | None = None,
     limit: int = 1000,
 ) -> list[TransactionMetadata]:
-    """`open_since_ms`: only open transactions (OPEN_TRANSACTION_STATES) begun then or earlier.
+    """The first `limit` transactional ids after `after` (all when None) that pass every filter
+    given, in transactional id order: a page of a keyset walk, each page one index range of the
+    primary key however many ids the pages before it passed over.
+    `open_since_ms`: only open transactions (OPEN_TRANSACTION_STATES) begun then or earlier.
     `begun_before_ms`: only transactional ids whose last transaction began before then, in any
-    state, one that never began counting as begun at Kafka's -1 (Kafka's DurationFilter)."""
+    state, one that never began counting as begun at Kafka's -1 (Kafka's DurationFilter).
+    `stale_before_ms`: only the hanging ones (_hanging). `producer_ids`: only those whose
+    producer id is one of them (Kafka's ProducerIdFilters)."""
     t = transactions.c
     stmt = select(transactions).order_by(t.transactional_id).limit(limit)
+    if after is not None:
+        stmt = stmt.where(t.transactional_id > after)
     if states:
         stmt = stmt.where(t.state.in_([s.value for s in states]))
     if open_since_ms is not None:
@@ -41,6 +52,10 @@ def list_all(
                           t.state.in_([s.value for s in OPEN_TRANSACTION_STATES]))
     if begun_before_ms is not None:
         stmt = stmt.where(func.coalesce(t.txn_started_ms, -1) < begun_before_ms)
+    if stale_before_ms is not None:
+        stmt = stmt.where(_hanging(stale_before_ms))
+    if producer_ids:
+        stmt = stmt.where(t.producer_id.in_(sorted(producer_ids)))
     if transactional_id_prefix is not None:
         stmt = stmt.where(_id_starts_with(transactional_id_prefix, conn.dialect.name))
     return [metadata_of(r) for r in conn.execute(stmt)]
@@ -102,20 +117,6 @@ def _hanging(stale_before_ms: int) -> Any:
             t.updated_ms <= stale_before_ms,
         ),
     )
-
-
-def list_hanging(
-    conn: Connection, stale_before_ms: int, limit: int, transactional_id_prefix: str | None = None
-) -> list[TransactionMetadata]:
-    stmt = (
-        select(transactions)
-        .where(_hanging(stale_before_ms))
-        .order_by(transactions.c.transactional_id)
-        .limit(limit)
-    )
-    if transactional_id_prefix is not None:
-        stmt = stmt.where(_id_starts_with(transactional_id_prefix, conn.dialect.name))
-    return [metadata_of(r) for r in conn.execute(stmt)]
 
 
 def count_hanging(conn: Connection, stale_before_ms: int) -> int:

@@ -466,7 +466,7 @@ def test_transactions_list_describe_hanging_and_abort_print_the_https_answers(se
     assert described["partitions"] == [{"topic": name, "partition": 0, "first_offset": 0}]
     # Ages move with the clock: the rest of the answer is the service's, field for field.
     after = http.get(f"/v1/transactions/{tid}").json()
-    assert hanging == {"transactions": []}
+    assert hanging == {"transactions": [], "next_after": None}
     assert (aborted["state"], aborted["producer_epoch"]) == ("CompleteAbort", p["producer_epoch"] + 1)
     assert aborted == after
     assert set(described) == set(after)
@@ -488,7 +488,7 @@ def test_transactions_print_the_same_json_over_http_and_from_the_database(served
 
     assert remote[0] == http.get(f"/v1/transactions/{tid}").json()
     assert remote[0]["state"] == "CompleteAbort"
-    assert remote[1] == remote[2] == {"transactions": [{k: v for k, v in remote[0].items()
+    assert remote[1] == remote[2] == {"next_after": None, "transactions": [{k: v for k, v in remote[0].items()
                                                         if k not in ("partitions", "pending_offsets")}]}
     assert direct == remote
 

@@ -489,3 +489,19 @@ def test_describe_producers_shows_each_producer_s_state_and_open_transaction(kaf
                       (txn["producer_id"], txn["producer_epoch"], 0, 2)])
     assert (zero.error_code, zero.active_producers) == (ErrorCode.none, ())
     assert seven.error_code == ErrorCode.unknown_topic_or_partition
+
+
+def test_list_transactions_by_producer_finds_one_past_ten_thousand_other_ids(kafka: Listener, db_url: str) -> None:
+    """The producer id filter is SQL's, before any cap: the list once read the first 10,000 ids
+    and filtered those, so a producer whose id sorted later was never found."""
+    from kio.schema.list_transactions.v1.request import ListTransactionsRequest
+
+    from tests.integration.test_transaction_list_pages import OTHERS, _store
+
+    _store(db_url, [f"aaa-{i:05d}" for i in range(OTHERS)])
+    late = init_producer(kafka.client, "zz-1")
+    with kafka.connect() as s:
+        answer = ask(s, 66, 1, ListTransactionsRequest(state_filters=(), producer_id_filters=(late["producer_id"],),
+                                                        duration_filter=-1))
+    assert answer.error_code == ErrorCode.none
+    assert [(t.transactional_id, t.producer_id) for t in answer.transaction_states] == [("zz-1", late["producer_id"])]

@@ -229,19 +229,24 @@ def list_transactions(
         description="only the transactional ids that start with it (exactly, case and all: "
                     "`%` and `_` are plain characters), e.g. `my-sink.` for a family of ids `my-sink.<n>`",
     )] = None,
+    after: Annotated[str | None, Query(
+        min_length=1, max_length=ID_MAX_LENGTH, pattern=ID_PATTERN, description=(
+            "only the transactional ids after this one: a previous answer's `next_after`, to continue a list it cut"),
+    )] = None,
 ) -> TransactionList:
-    """Transactions by state, age and transactional id prefix; `hanging=true` lists those the
-    coordinator should have ended already (is a coordinator worker running?), with the prefix
-    too. With authentication on, only the transactional ids the principal may describe are
-    listed (Kafka's ListTransactions)."""
+    """Transactions by state, age and transactional id prefix, in transactional id order;
+    `hanging=true` lists those the coordinator should have ended already (is a coordinator
+    worker running?), with the prefix too. With authentication on, only the transactional ids
+    the principal may describe are listed (Kafka's ListTransactions). A list cut by `limit`,
+    or by the ids one request reads, answers `next_after`: pass it as `after` for the rest."""
     now = services.clock()
-    # With authentication on, what the caller may not describe is filtered out after the read:
-    # read past `limit` so that it does not take the caller's place (the list's own cap).
-    read_limit = limit if access.unchecked else TRANSACTION_LIST_MAX
-    found = (services.coordinator.listing.hanging(now, transactional_id_prefix) if hanging
-             else services.coordinator.listing.list(state, read_limit, min_age_ms, transactional_id_prefix))
-    visible = [m for m in found if access.allows(Operation.DESCRIBE, acl.transactional_id(m.transactional_id))]
-    return TransactionList(transactions=[_summary(m, now) for m in visible[:limit]])
+    listing = services.coordinator.listing
+    describable = None if access.unchecked else (
+        lambda tid: access.allows(Operation.DESCRIBE, acl.transactional_id(tid)))
+    page = (listing.hanging(now, transactional_id_prefix, limit=limit, after=after, describable=describable)
+            if hanging else listing.list(state, limit, min_age_ms, transactional_id_prefix, after=after,
+                                         describable=describable))
+    return TransactionList(transactions=[_summary(m, now) for m in page.transactions], next_after=page.next_after)
 
 
 admin_router = APIRouter(prefix="/v1/admin/transactions", tags=["admin"])

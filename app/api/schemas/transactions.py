@@ -20,7 +20,7 @@ from app.api.schemas.common import (
 from app.api.schemas.records import BatchIn, BatchResult
 from app.domain.offsets import MAX_PARTITIONS_PER_REQUEST, ReadOrder
 from app.domain.transaction import MAX_JOINT_COMMIT, OPEN_STATE_NAMES
-from app.domain.types import MAX_INT64, TransactionState
+from app.domain.types import MAX_INT64, TRANSACTION_LIST_EXAMINED_MAX, TransactionState
 
 
 class ProducerIdentity(RequestBody):
@@ -134,3 +134,7 @@ class CommitResponse(TransactionDescription):
 
 class TransactionList(BaseModel):
     transactions: list[TransactionSummary]
+    next_after: str | None = Field(default=None, description=(
+        "set when the list was cut, by `limit` or by the transactional ids one request reads "
+        f"({TRANSACTION_LIST_EXAMINED_MAX:,} at most, those the principal may not describe included); more may follow: ask again with `after` set to it and the same filters. "
+        "null: nothing matching is left"))

@@ -386,7 +386,7 @@
       [topicList, open, hanging, groupList] = await Promise.all([
         quietly(api("/v1/topics")),
         quietly(api(`/v1/transactions?${new URLSearchParams([...OPEN_STATES.map(x => ["state", x]), ["limit", String(TXN_LIMIT)]])}`)),
-        quietly(api("/v1/transactions?hanging=true")),
+        quietly(api(`/v1/transactions?hanging=true&limit=${TXN_LIMIT}`)),
         quietly(api("/v1/groups"))]);
     } catch (e) { if (page === shown) showError(e, "Summary"); return; }
     const lags = groupList ? await groupLags(groupList.groups) : [];
@@ -403,7 +403,7 @@
         plural(topicsShown.reduce((a, t) => a + t.partition_count, 0), "partition")),
       card("count-open", beyond(openList.length, TXN_LIMIT), `open transactions${mine}`, "#/transactions?show=open",
         `${n(byState(["Ongoing"]))} ongoing, ${n(byState(["Prepared"]))} prepared, ${n(byState(["PrepareCommit", "PrepareAbort"]))} completing`),
-      card("count-hanging", hanging ? n(hanging.transactions.length) : "–", whole ? "hanging" : "hanging, of those you may describe",
+      card("count-hanging", hanging ? beyond(hanging.transactions.length, TXN_LIMIT) : "–", whole ? "hanging" : "hanging, of those you may describe",
         "#/transactions?show=hanging", "open past the maximum timeout"),
       card("count-lagging", n(lagging), "groups with lag", "#/groups",
         groupList ? `of ${n(groupList.groups.length)}${mine}${groupList.groups.length > DETAILS_LIMIT ? ` (the first ${DETAILS_LIMIT} asked)` : ""}; unknown lag counts` : ""));
@@ -699,7 +699,6 @@
 
   const STATES = ["Empty", "Ongoing", "Prepared", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort",
     "PrepareEpochFence", "Dead"];
-  const LIST_LIMIT = 1000; // the API's default page of a transaction list
 
   // Transactions: open, hanging or all, narrowed by state (open and all), by how long they
   // have been open (open and all) and by transactional id prefix; the filters live in the
@@ -723,7 +722,8 @@
       if (minAgeS) query.append("min_age_ms", String(Number(minAgeS) * 1000));
     }
     if (prefix) query.append("transactional_id_prefix", prefix);
-    const list = (await api(`/v1/transactions?${query}`)).transactions;
+    const answer = await api(`/v1/transactions?${query}`);
+    const list = answer.transactions;
     const here = extra => `#/transactions?${new URLSearchParams({ show: which, ...extra })}`;
     const form = h("form", { class: "inline", id: "txn-filters", onsubmit: e => {
       e.preventDefault();
@@ -746,7 +746,7 @@
       h("p", { class: "tabs" }, ["open", "hanging", "all"].map(w => w === which ? h("strong", {}, w) : link(`#/transactions?show=${w}`, w))
         .flatMap((x, i) => (i ? [" · ", x] : [x]))),
       form,
-      list.length >= LIST_LIMIT ? h("p", { class: "muted" }, `The first ${n(LIST_LIMIT)}: narrow the list with the filters.`) : "",
+      answer.next_after != null ? h("p", { class: "muted" }, `The first ${n(list.length)}, and more may follow: narrow the list with the filters.`) : "",
       table(["transactional id", "state", "producer id / epoch", "txn id", "age", "timeout"],
         list.map(t => [link(`#/transactions/${enc(t.transactional_id)}`, t.transactional_id), badge(t.state),
           `${t.producer_id} / ${t.producer_epoch}`, t.txn_id === null ? "–" : t.txn_id, age(t.age_ms),
