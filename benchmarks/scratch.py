@@ -66,10 +66,11 @@ def kept_database(name: str, *, fresh: bool = False, admin_url: str = ADMIN_URL)
 
 @contextmanager
 def scratch_database(kind: str, name: str, *, migrate_with: Sequence[Path] = (ROOT,),
-                     admin_url: str = ADMIN_URL) -> Iterator[str]:
+                     admin_url: str = ADMIN_URL, keep: bool = False) -> Iterator[str]:
     """The URL of a new database of `kind` ("sqlite" or "postgresql"), named after `name`,
     migrated by each tree of `migrate_with` in turn (the older first, when two trees share it:
-    the newer may add migrations). Dropped on exit."""
+    the newer may add migrations). Dropped on exit; with `keep`, left in place when the block
+    ends normally (to look into what a run wrote), still dropped when it raises."""
     if kind == "sqlite":
         tmp = tempfile.mkdtemp(prefix=f"outbox-{name}-")
         url = f"sqlite:///{tmp}/{name}.db"
@@ -82,6 +83,7 @@ def scratch_database(kind: str, name: str, *, migrate_with: Sequence[Path] = (RO
 
         def drop() -> None:
             _drop(admin_url, database)
+    kept = False
     try:
         # The caller's OUTBOX_ settings are not the scratch database's; each tree's own `app`,
         # not whatever the venv's editable install names.
@@ -90,5 +92,9 @@ def scratch_database(kind: str, name: str, *, migrate_with: Sequence[Path] = (RO
             subprocess.run([sys.executable, "-m", "app.cli", "migrate"], cwd=root, check=True, capture_output=True,
                            env={**env, "OUTBOX_DATABASE_URL": url, "PYTHONPATH": str(root)})
         yield url
+        # Only a run that ended normally is worth keeping: a failed or interrupted one's
+        # database is half written, and would be left behind unnoticed.
+        kept = keep
     finally:
-        drop()
+        if not kept:
+            drop()

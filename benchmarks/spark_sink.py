@@ -1,7 +1,8 @@
 """Write throughput of the `outbox` sink against the driver-side writer of today, on PostgreSQL.
 
 One `outbox serve` on a scratch PostgreSQL database (benchmarks/scratch.py, dropped at the end,
-also after a failure, Ctrl-C or SIGTERM; benchmarks/committed_log.py's serve()). The
+also after a failure, Ctrl-C or SIGTERM; with --keep left in place after a run that completes,
+its name printed; benchmarks/committed_log.py's serve()). The
 rows: --rows outputs shaped as the pizza job's (key "order-<n>", value {"order_id", "income"}),
 from spark.range in --tasks Spark partitions. Each variant writes the same rows to a topic of
 its own (8 partitions, created just before), in rotation, --rounds rounds:
@@ -37,6 +38,7 @@ from pathlib import Path
 import httpx
 import orjson
 from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -167,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--ten-million", type=int, default=0, metavar="N", help="then one sink write of N rows")
     ap.add_argument("--big-tasks", type=int, default=16)
+    ap.add_argument("--keep", action="store_true",
+                    help="leave the scratch database in place after a run that completes (dropped after a failure)")
     args = ap.parse_args(argv)
 
     # Python's default for SIGTERM (a supervisor's stop, `kill`) ends the process on the spot,
@@ -180,13 +184,15 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_sigterm)
     try:
-        with scratch_database("postgresql", "spark_sink") as url_db:
+        with scratch_database("postgresql", "spark_sink", keep=args.keep) as url_db:
             try:
                 run(args, url_db)
             finally:
                 # A second Ctrl-C or SIGTERM must not cut the drop that follows short.
                 for sig in (signal.SIGINT, signal.SIGTERM):
                     signal.signal(sig, signal.SIG_IGN)
+            if args.keep:
+                print(f"kept the scratch database {make_url(url_db).database}", file=sys.stderr)
     except BaseException:
         if not terminated:
             raise

@@ -20,8 +20,11 @@ materialised, nothing collected), with the same number of tasks (--tasks):
   offset ranges, every row of them as stored (aborted records and markers too), no
   visibility: what reading the log's rows where they are costs before read_committed;
 - view, JDBC: spark.read.jdbc of the view committed_records with the same per-partition
-  predicates as the reader, the same columns as text, nothing decoded: what the view itself
-  costs the database, read the fastest way Spark knows;
+  predicates as the reader, the same columns as text, nothing decoded, `jit=off` on its
+  connections as on the JVM read's and on a role `outbox grant-reader` makes: what the view
+  itself costs the database, read the fastest way Spark knows; view_jdbc_jit: the same read
+  under the database's own JIT setting (PostgreSQL's default is on), as view_jdbc read before
+  2026-12-06;
 - source_adbc: spark.read.format("outbox") with driver=adbc (the ADBC PostgreSQL driver, the
   data source's default), every column (headers as a map, timestamp);
 - source_psycopg: the same with driver=psycopg;
@@ -77,7 +80,7 @@ materialised, nothing collected), with the same number of tasks (--tasks):
   columns as text, nothing decoded, one relation a partition with view_jdbc's predicates, or
   one a split for step3_hash); view_jdbc_partitions: that read over the real partitions'
   views (the reference for the step3 *_view_jdbc); these view_jdbc reads set `jit=off` as the
-  JVM read does (view_jdbc does not); step3_*_jvm are checked equal to jvm row for row;
+  JVM read does; step3_*_jvm are checked equal to jvm row for row;
 - jvm_dense: the JVM read (spark_jobs.reader.jvm.read_jvm: the same plan, predicates, connection
   properties, declared schema and conversions) over `bench_view_rows`, a table holding the
   view's output for the topic (its columns and types, headers as the view's JSON text, and
@@ -152,8 +155,8 @@ from benchmarks.jdbc_reader import (  # noqa: E402
     CUSTOM_SCHEMA, DEFAULT_FETCHSIZE, JdbcSource, predicates, read_committed, split_range)
 
 DATABASE = "outbox_spark_source_bench"
-VARIANTS = ("plain", "records_raw", "view_jdbc", "source_adbc", "source_psycopg", "source_adbc_no_headers",
-            "source_adbc_json", "jdbc_reader", "arrow_floor", "jvm", "jvm_no_headers", "jvm_json",
+VARIANTS = ("plain", "records_raw", "view_jdbc", "view_jdbc_jit", "source_adbc", "source_psycopg",
+            "source_adbc_no_headers", "source_adbc_json", "jdbc_reader", "arrow_floor", "jvm", "jvm_no_headers", "jvm_json",
             "jvm_every_partition", "jvm_json_every_partition", "jvm_nullable",
             "jvm_stored", "jvm_headers_text",
             "jvm_header_arrays", "jvm_batch_base", "jvm_batch_base_no_headers", "jvm_batch_base_hash",
@@ -586,11 +589,17 @@ def main(argv: list[str] | None = None) -> int:
 
         pruned = PRUNED.format(last=max(ends))
 
-        def view_jdbc():  # type: ignore[no-untyped-def]
+        def view_jdbc(*, jit_off: bool = True):  # type: ignore[no-untyped-def]
+            # JIT off as every reader of the view has it (the JVM read's connections, a role
+            # grant-reader made): the view's plan is estimated far above jit_above_cost, so
+            # with it on each split's query compiles for about a second before it runs
+            # (docs/benchmarks.md, "A reader of the view and PostgreSQL's JIT"), and the
+            # variant would measure the compiler, not the view.
+            extra = {"options": "-c jit=off"} if jit_off else {}
             return spark.read.jdbc(source.url, "committed_records",
                                    predicates=predicates(committed_log.TOPIC, ranges, args.tasks // len(ranges),
                                                          source.database),
-                                   properties={**props, "customSchema": CUSTOM_SCHEMA}
+                                   properties={**props, "customSchema": CUSTOM_SCHEMA, **extra}
                                    ).select(*PLAIN_COLUMNS.replace('"', "").split(", "))
 
         # The log's own table, read raw: the same splits as offset ranges, every row of them
@@ -620,6 +629,7 @@ def main(argv: list[str] | None = None) -> int:
             "plain": plain,
             "records_raw": records_raw,
             "view_jdbc": view_jdbc,
+            "view_jdbc_jit": lambda: view_jdbc(jit_off=False),
             "source_adbc": lambda: source_df(driver="adbc"),
             "source_psycopg": lambda: source_df(driver="psycopg"),
             "source_adbc_no_headers": lambda: source_df(driver="adbc", includeHeaders="false"),

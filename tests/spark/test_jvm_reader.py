@@ -151,6 +151,31 @@ def test_auto_reads_with_jdbc_when_the_driver_is_loaded_unless_a_python_only_opt
         read_outbox(spark, reader="jdbc", **base)
 
 
+def test_auto_reads_with_the_data_source_when_the_sessions_jvm_cannot_load_the_jdbc_driver(spark, backend, url, client, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """auto's choice is the session JVM's own answer (driver_on_classpath asks it to load the
+    class), not a setting: the same session, its driver class renamed to one no jar holds,
+    reads with the Python data source, the same rows; reader=jvm names the missing driver."""
+    import dataclasses
+
+    from spark_jobs.reader import jvm
+
+    log = LogBuilder(client, TOPIC)
+    log.create(PARTITIONS)
+    log.plain(1, 3)
+    base = {"url": url, "databaseUrl": backend.url, "topics": TOPIC}
+    loaded = read_outbox(spark, **base)
+    assert _reads_with_jdbc(loaded)
+    for database, driver in list(jvm.DRIVERS.items()):
+        monkeypatch.setitem(jvm.DRIVERS, database, dataclasses.replace(driver, driver_class="org.outbox.NoSuchDriver"))
+    df = read_outbox(spark, **base)
+    assert not _reads_with_jdbc(df)
+    assert _spark_rows(df) == _spark_rows(loaded)
+    assert [r["offset"] for r in df.orderBy("offset").collect()] == [0, 1, 2]
+    with pytest.raises(OutboxSourceError, match=r"^reader=jvm needs the (postgresql|sqlite) JDBC driver "
+                                                r"\(org\.outbox\.NoSuchDriver\)"):
+        read_outbox(spark, reader="jvm", **base)
+
+
 def test_auto_reads_with_the_data_source_where_the_jdbc_relation_cannot_declare_the_schema(spark, backend, url, client, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from spark_jobs import datasource
 

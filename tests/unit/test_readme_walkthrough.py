@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import builtins
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -268,3 +269,40 @@ def test_the_spark_data_source_snippet_defines_every_name_it_uses() -> None:
             defined.add(node.id)
     used = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
     assert used - defined == set()
+
+
+def _job_options(commands: str, job: str) -> list[dict[str, str]]:
+    """Each command of `commands` (its indented shell lines, continuations joined, comments left
+    out) that runs `job` (as `-m spark_jobs.<job>` or `spark_jobs/<job>.py`): its `--name value` options."""
+    runs = []
+    for line in commands.replace("\\\n", " ").splitlines():
+        if (not line.startswith("    ") or line.strip().startswith("#")
+                or f"spark_jobs.{job}" not in line and f"spark_jobs/{job}.py" not in line):
+            continue  # prose, comments, other commands (a curl's JSON runs over several lines)
+        words = shlex.split(line)
+        at = [i for i, w in enumerate(words) if w in (f"spark_jobs.{job}", f"spark_jobs/{job}.py")]
+        if at:
+            rest = words[at[0] + 1:]
+            runs.append({w: v for w, v in zip(rest, [*rest[1:], ""]) if w.startswith("--")})
+    return runs
+
+
+def test_the_spark_sections_streaming_job_writes_no_topic_the_batch_job_writes() -> None:
+    """Run one after the other as README's Spark section shows them, the batch job and the
+    streaming job read the same orders under two groups, each from its own position (the
+    stream's from the log start): into one topic, each pizza order's income would be written
+    twice. So the stream's output must be a topic of its own, created with the others."""
+    from spark_jobs import pizza_income, pizza_income_stream
+
+    text = section(README, "Spark")
+    [created] = re.findall(r"^\s*for t in ([^;]+); do$", text, re.MULTILINE)
+    batches = _job_options(text, "pizza_income")
+    [stream] = _job_options(text, "pizza_income_stream")
+    assert len(batches) == 3  # local on SQLite, local on PostgreSQL, spark-submit
+    written = {t for b in batches for t in (b.get("--output", pizza_income.OUTPUT), b.get("--totals", pizza_income.TOTALS))}
+    groups = {b.get("--group", pizza_income.GROUP) for b in batches}
+    streamed = stream.get("--output", pizza_income_stream.OUTPUT)
+    assert stream.get("--group", pizza_income_stream.GROUP) not in groups  # why the output must differ
+    assert streamed not in written
+    assert streamed in created.split()
+    assert written <= set(created.split())
