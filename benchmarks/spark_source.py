@@ -81,6 +81,17 @@ materialised, nothing collected), with the same number of tasks (--tasks):
   one a split for step3_hash); view_jdbc_partitions: that read over the real partitions'
   views (the reference for the step3 *_view_jdbc); these view_jdbc reads set `jit=off` as the
   JVM read does; step3_*_jvm are checked equal to jvm row for row;
+- jvm_spark_join: PROTOTYPE (benchmarks/spark_join_prototype.py: `records` given batch_base in
+  this scratch database): the join done in Spark, not on the server: per split the raw records
+  of one offset range of `records` (batch_base, self_committed; markers filtered, pushed down),
+  LEFT JOIN broadcast(the read's committed batches that are not self-committed, one query) on
+  (topic_id, partition, batch_base = base_offset), a record kept when self-committed or matched,
+  commit_position the view's, then read_jvm's conversions; checked equal to jvm row for row;
+  jvm_spark_join_no_headers: includeHeaders=false; jvm_spark_join_count counted;
+  jvm_spark_join_batches: the broadcast side's JDBC read alone; jvm_spark_join_records: the
+  records side and the conversions without the join (every record of the ranges but markers,
+  more rows than committed); server_spark_join: the records' split queries as Spark sends them,
+  server_spark_join_batches the batches' query, under EXPLAIN ANALYZE as server_plain;
 - jvm_dense: the JVM read (spark_jobs.reader.jvm.read_jvm: the same plan, predicates, connection
   properties, declared schema and conversions) over `bench_view_rows`, a table holding the
   view's output for the topic (its columns and types, headers as the view's JSON text, and
@@ -140,11 +151,13 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import committed_log  # noqa: E402
 import header_arrays_prototype  # noqa: E402
 import scan_view_cost  # noqa: E402
+import spark_join_prototype  # noqa: E402
 import step3_prototype  # noqa: E402
 from scratch import ADMIN_URL, kept_database  # noqa: E402
 
 from spark_jobs.datasource import read_outbox  # noqa: E402
 from spark_jobs.reader.jvm import STORED_TYPES, VIEW, parsed_headers, read_jvm, record_columns, stored_rows  # noqa: E402
+from spark_jobs.reader.jvm import connection_properties as jvm_connection_properties  # noqa: E402
 from spark_jobs.reader.jvm import predicates as jvm_predicates  # noqa: E402
 from spark_jobs.reader.options import parse_options  # noqa: E402
 from spark_jobs.reader.planning import Pruning, plan_splits, snapshot, starting_committed  # noqa: E402
@@ -169,7 +182,12 @@ VARIANTS = ("plain", "records_raw", "view_jdbc", "view_jdbc_jit", "source_adbc",
             "view_jdbc_partitions", "step3_loop_view_jdbc", "step3_loop_jvm", "step3_loop_jvm_json",
             "step3_hashview_view_jdbc", "step3_hashview_jvm", "step3_hashview_jvm_json",
             "step3_hash_view_jdbc", "step3_hash_jvm", "step3_hash_jvm_json",
-            "server_partition_views", "server_step3_loop", "server_step3_hashview", "server_step3_hash")
+            "server_partition_views", "server_step3_loop", "server_step3_hashview", "server_step3_hash",
+            "jvm_spark_join", "jvm_spark_join_no_headers", "jvm_spark_join_count", "jvm_spark_join_batches",
+            "jvm_spark_join_records", "server_spark_join", "server_spark_join_batches")
+# Variants whose rows are not the committed records: the prototype's broadcast side alone, and the
+# server's execution of its raw records' split queries (every record but markers) and batches' query.
+NOT_COMMITTED_ROWS = ("records_raw", "jvm_spark_join_batches", "jvm_spark_join_records", "server_spark_join", "server_spark_join_batches")
 # What each variant's ratio is taken against: the raw JDBC read of the same rows, in the same way.
 REFERENCE = {"plain_count": "plain_count", "source_adbc_count": "plain_count", "jvm_count": "plain_count",
              "jvm_nullable_count": "plain_count", "jvm_header_arrays_count": "plain_count",
@@ -179,7 +197,9 @@ REFERENCE = {"plain_count": "plain_count", "source_adbc_count": "plain_count", "
              "server_plain": "server_plain", "server_view": "server_plain", "server_dense": "server_plain",
              "server_batch_base": "server_plain", "server_batch_base_hash": "server_plain",
              "server_partition_views": "server_plain", "server_step3_loop": "server_plain",
-             "server_step3_hashview": "server_plain", "server_step3_hash": "server_plain"}
+             "server_step3_hashview": "server_plain", "server_step3_hash": "server_plain",
+             "jvm_spark_join_count": "plain_count", "server_spark_join": "server_plain",
+             "server_spark_join_batches": "server_plain"}
 # The pruned variants keep one partition of the topic: the last.
 PRUNED = "partition = {last}"
 PLAIN_COLUMNS = '"partition", "offset", commit_position, timestamp_ms, key, value, headers'
@@ -442,6 +462,13 @@ def main(argv: list[str] | None = None) -> int:
             if step3_prototype.ensure(conn, log=lambda m: print(m, file=sys.stderr)):
                 print("  prototype: step 3 (batch_base on records, the partitions' prototype views) built",
                       file=sys.stderr)
+    if any("spark_join" in v for v in chosen):
+        import psycopg
+
+        with psycopg.connect(url.replace("postgresql+psycopg", "postgresql"), autocommit=True) as conn:
+            t0 = time.perf_counter()
+            if spark_join_prototype.ensure(conn, log=lambda m: print(m, file=sys.stderr)):
+                print(f"  prototype: batch_base added to records ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
     rows = copy_to_plain_table(url)
     if any(v in chosen for v in ("jvm_dense", "jvm_dense_no_headers", "jvm_dense_headers_text", "headers_cached",
                                  "headers_parse", "server_dense")):
@@ -501,6 +528,9 @@ def main(argv: list[str] | None = None) -> int:
 
         def jvm_batch_base_hash(relation: str = "prototype_records", **extra: str):  # type: ignore[no-untyped-def]
             return scan_view_cost.read_batch_base_hash(spark, *planned(**extra), server, relation=relation)
+
+        def spark_join(**extra: str):  # type: ignore[no-untyped-def]
+            return spark_join_prototype.read_spark_join(spark, *planned(**extra), server)
 
         def jvm_dense(**extra: str):  # type: ignore[no-untyped-def]
             return read_jvm(spark, *planned(**extra), relation=VIEW_SHAPED)
@@ -583,7 +613,14 @@ def main(argv: list[str] | None = None) -> int:
                 "server_step3_hash": ServerRead(server, scan_view_cost.split_statements(
                     server, planned()[1], relation="records")),
             })
+        if any("spark_join" in v for v in chosen):
+            join_records, join_batches = spark_join_prototype.server_statements(server, planned()[1])
+            server_reads.update({"server_spark_join": ServerRead(server, join_records),
+                                 "server_spark_join_batches": ServerRead(server, [join_batches])})
         else:
+            server_reads.update({n: server_reads["server_plain"] for n in ("server_spark_join",
+                                                                           "server_spark_join_batches")})
+        if not any(v.startswith(("step3_", "server_step3_", "server_partition_views")) for v in chosen):
             server_reads.update({n: server_reads["server_plain"] for n in (
                 "server_partition_views", "server_step3_loop", "server_step3_hashview", "server_step3_hash")})
 
@@ -679,6 +716,13 @@ def main(argv: list[str] | None = None) -> int:
             "step3_hash_view_jdbc": step3_hash_view_jdbc,
             "step3_hash_jvm": step3_hash,
             "step3_hash_jvm_json": lambda: step3_hash(headersFormat="json"),
+            "jvm_spark_join": spark_join,
+            "jvm_spark_join_no_headers": lambda: spark_join(includeHeaders="false"),
+            "jvm_spark_join_count": lambda: spark_join().groupBy().count(),
+            "jvm_spark_join_records": lambda: spark_join_prototype.read_records_only(spark, *planned(), server),
+            "jvm_spark_join_batches": lambda: spark_join_prototype.batches_frame(
+                spark, spark_join_prototype.Plan(server, planned()[1]), source.url,
+                {k: v for k, v in jvm_connection_properties(source).items() if k != "customSchema"}),
         }
         assert set(variants) | set(server_reads) == set(VARIANTS)
 
@@ -692,7 +736,7 @@ def main(argv: list[str] | None = None) -> int:
 
         counts = {name: counted(name) for name in chosen}
         print(f"rows: {rows:,}; counts: {counts}; tasks: {source_df().rdd.getNumPartitions()}", file=sys.stderr)
-        assert all(c == rows for n, c in counts.items() if n != "records_raw" and not n.endswith("_pruned")), counts
+        assert all(c == rows for n, c in counts.items() if n not in NOT_COMMITTED_ROWS and not n.endswith("_pruned")), counts
         assert len({c for n, c in counts.items() if n.endswith("_pruned")}) <= 1, counts
         if "jvm_header_arrays" in chosen:
             differing = header_arrays_prototype.differing_headers(jvm_header_arrays(), jvm())
@@ -703,7 +747,7 @@ def main(argv: list[str] | None = None) -> int:
         for prototype, read in (("jvm_batch_base", jvm_batch_base), ("jvm_batch_base_hash", jvm_batch_base_hash),
                                 ("jvm_batch_base_hash_by_partition", variants["jvm_batch_base_hash_by_partition"]),
                                 *((n, variants[n]) for n in ("step3_loop_jvm", "step3_hashview_jvm",
-                                                             "step3_hash_jvm"))):
+                                                             "step3_hash_jvm", "jvm_spark_join"))):
             if prototype not in chosen:
                 continue
             # Every row and column (headers as their JSON, maps not being comparable) equal to jvm's.
@@ -729,6 +773,21 @@ def main(argv: list[str] | None = None) -> int:
             plan = server.execute(f"EXPLAIN (ANALYZE, BUFFERS) SELECT {JVM_COLUMNS} FROM ({first}) s").fetchall()
             print("step3_hash, first split:\n    " + first + "\n    " + "\n    ".join(r[0] for r in plan),
                   file=sys.stderr)
+        if "jvm_spark_join" in chosen:
+            # Spark's plan (the broadcast join, the filters pushed to the records' queries), the
+            # broadcast side's size, and the server's plan of one split's records query.
+            join_plan = spark_join_prototype.Plan(server, planned()[1])
+            n_batches = server.execute(f"SELECT count(*) FROM ({join_plan.batches_sql}) b").fetchone()[0]
+            split_reads = [server.execute(
+                f"SELECT count(DISTINCT batch_base), count(*) FROM records WHERE {p}").fetchone()
+                for p in join_plan.record_predicates]
+            print(f"jvm_spark_join: {n_batches:,} batch rows broadcast; per split (distinct batch_base, records "
+                  f"read): {split_reads}", file=sys.stderr)
+            spark_join().explain()
+            first = spark_join_prototype.server_statements(server, planned()[1])[0][0]
+            plan = server.execute(f"EXPLAIN (ANALYZE, BUFFERS) {first}").fetchall()
+            print("jvm_spark_join, first split's records:\n    " + first + "\n    "
+                  + "\n    ".join(r[0] for r in plan), file=sys.stderr)
         if "jvm_batch_base_hash" in chosen:
             # The plan of one split's query, as Spark's JDBC reader sends it (its columns
             # selected from the subquery): a hash join, the records read by one range.
