@@ -35,7 +35,8 @@ def transactions(settings: Settings, args: argparse.Namespace) -> int:
                 "producer_id": m.producer_id, "producer_epoch": m.producer_epoch, "txn_id": m.txn_id,
                 "transaction_timeout_ms": m.transaction_timeout_ms, "txn_started_ms": m.txn_started_ms,
                 "age_ms": m.age_ms(now), "updated_ms": m.updated_ms,
-                "transaction_version": m.transaction_version}
+                "transaction_version": m.transaction_version,
+                "awaits_application_decision": m.state is TransactionState.PREPARED}
 
     def description(view) -> dict:  # type: ignore[no-untyped-def]
         return {**summary(view.meta),
@@ -56,7 +57,7 @@ def transactions(settings: Settings, args: argparse.Namespace) -> int:
         elif args.action == "describe":
             out = description(coordinator.listing.describe(args.transactional_id))
         else:
-            out = description(coordinator.admin_abort(args.transactional_id))
+            out = description(coordinator.admin_abort(args.transactional_id, force_prepared=args.force_prepared))
     finally:
         services.db.dispose()
     print_json(out)
@@ -171,8 +172,12 @@ def add_commands(command: Command, verbose: argparse.ArgumentParser) -> None:
     td = txs.add_parser("describe", parents=[verbose],
                         help="one transactional id: its state, producer, partitions and pending offsets")
     td.add_argument("transactional_id")
-    ta = txs.add_parser("abort", parents=[verbose], help="abort an open transaction and fence its producer")
+    ta = txs.add_parser("abort", parents=[verbose], help="abort an open transaction and fence its producer; "
+                        "a Prepared one only with --force-prepared")
     ta.add_argument("transactional_id")
+    ta.add_argument("--force-prepared", action="store_true",
+                    help="abort a Prepared transaction too (refused without it, TRANSACTION_PREPARED): only once "
+                    "its application's own database is known not to have committed its side")
     tx.set_defaults(func=transactions)
     tp = command("topics", help="topic administration: list, describe, create, alter, add-partitions, "
                  "delete, delete-records")

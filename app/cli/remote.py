@@ -278,7 +278,8 @@ def _transactions(remote: Remote, args: argparse.Namespace) -> tuple[Answer, Tab
                            params={k: v for k, v in params.items() if v is not None}), _transaction_list_table
     if args.action == "describe":
         return remote.call("GET", f"/v1/transactions/{segment(args.transactional_id)}"), _transaction_table
-    return remote.call("POST", f"/v1/admin/transactions/{segment(args.transactional_id)}/abort"), _transaction_table
+    return remote.call("POST", f"/v1/admin/transactions/{segment(args.transactional_id)}/abort",
+                       params={"force_prepared": "true"} if args.force_prepared else None), _transaction_table
 
 
 def _acls(remote: Remote, args: argparse.Namespace) -> tuple[Answer, Table]:
@@ -450,7 +451,10 @@ _TXN_HEADER = ["TRANSACTIONAL-ID", "STATE", "PRODUCER-ID", "PRODUCER-EPOCH", "TI
 
 
 def _txn_row(t: dict[str, Any]) -> list[Any]:
-    return [t["transactional_id"], t["state"], t["producer_id"], t["producer_epoch"], t["transaction_timeout_ms"],
+    # Marked, as a list of open transactions is where an operator picks the ones to abort: a
+    # Prepared one is its application's to decide (`abort` refuses it without --force-prepared).
+    state = f'{t["state"]} (awaits application)' if t.get("awaits_application_decision") else t["state"]
+    return [t["transactional_id"], state, t["producer_id"], t["producer_epoch"], t["transaction_timeout_ms"],
             t["age_ms"]]
 
 
