@@ -8,6 +8,7 @@ import argparse
 from app.cli.common import (
     EXIT_USAGE,
     Command,
+    an_id,
     CommandError,
     between,
     config_pairs,
@@ -171,10 +172,10 @@ def add_commands(command: Command, verbose: argparse.ArgumentParser) -> None:
                              help="only the transactional ids that start with it, exactly")
     td = txs.add_parser("describe", parents=[verbose],
                         help="one transactional id: its state, producer, partitions and pending offsets")
-    td.add_argument("transactional_id")
+    td.add_argument("transactional_id", type=an_id)
     ta = txs.add_parser("abort", parents=[verbose], help="abort an open transaction and fence its producer; "
                         "a Prepared one only with --force-prepared")
-    ta.add_argument("transactional_id")
+    ta.add_argument("transactional_id", type=an_id)
     ta.add_argument("--force-prepared", action="store_true",
                     help="abort a Prepared transaction too (refused without it, TRANSACTION_PREPARED): only once "
                     "its application's own database is known not to have committed its side")
@@ -184,15 +185,15 @@ def add_commands(command: Command, verbose: argparse.ArgumentParser) -> None:
     tps = tp.add_subparsers(dest="action", required=True)
     tps.add_parser("list", parents=[verbose], help="every topic with its partition count and config")
     tpd = tps.add_parser("describe", parents=[verbose], help="a topic and its partitions' offsets and sizes")
-    tpd.add_argument("topic")
+    tpd.add_argument("topic", type=an_id)
     tpc = tps.add_parser("create", parents=[verbose], help="create a topic (CreateTopics)")
-    tpc.add_argument("topic")
+    tpc.add_argument("topic", type=an_id)
     tpc.add_argument("--partitions", type=int, default=1, help="how many partitions (default 1)")
     tpc.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                      help="e.g. retention_ms=86400000 (repeatable)")
     tpa = tps.add_parser("alter", parents=[verbose],
                          help="set config keys, keep the others (IncrementalAlterConfigs)")
-    tpa.add_argument("topic")
+    tpa.add_argument("topic", type=an_id)
     # KEY=VALUE as arguments, or as `create`'s --config: a newcomer who created a topic with
     # --config writes the same to alter it.
     tpa.add_argument("config", nargs="*", metavar="KEY=VALUE",
@@ -201,14 +202,14 @@ def add_commands(command: Command, verbose: argparse.ArgumentParser) -> None:
                      help="the same as a KEY=VALUE argument (repeatable), as `topics create` takes it")
     tpp = tps.add_parser("add-partitions", parents=[verbose],
                          help="grow a topic to PARTITION_COUNT partitions (CreatePartitions)")
-    tpp.add_argument("topic")
+    tpp.add_argument("topic", type=an_id)
     tpp.add_argument("partition_count", type=int)
     tpx = tps.add_parser("delete", parents=[verbose],
                          help="delete a topic (DeleteTopics); refused while transactions use it")
-    tpx.add_argument("topic")
+    tpx.add_argument("topic", type=an_id)
     tpr = tps.add_parser("delete-records", parents=[verbose],
                          help="move a partition's log start to OFFSET (DeleteRecords)")
-    tpr.add_argument("topic")
+    tpr.add_argument("topic", type=an_id)
     tpr.add_argument("partition", type=non_negative)
     tpr.add_argument("offset", type=non_negative)
     tp.set_defaults(func=topics)
@@ -216,14 +217,14 @@ def add_commands(command: Command, verbose: argparse.ArgumentParser) -> None:
     gps = gp.add_subparsers(dest="action", required=True)
     gps.add_parser("list", parents=[verbose], help="every group with members or offsets")
     gpd = gps.add_parser("describe", parents=[verbose], help="a group's generation and members")
-    gpd.add_argument("group_id")
+    gpd.add_argument("group_id", type=an_id)
     gpl = gps.add_parser("lag", parents=[verbose], help="a group's position and lag in records per partition of the "
                          "topics it consumes; null (unknown) where it has committed no offset")
-    gpl.add_argument("group_id")
+    gpl.add_argument("group_id", type=an_id)
     gpr = gps.add_parser("reset-offsets", parents=[verbose],
                          help="set an inactive group's committed offsets in a topic, or in every topic it "
                          "consumes (kafka-consumer-groups --reset-offsets); the plan only, unless --execute")
-    gpr.add_argument("group_id")
+    gpr.add_argument("group_id", type=an_id)
     which = gpr.add_mutually_exclusive_group(required=True)
     which.add_argument("--topic")
     which.add_argument("--all-topics", action="store_true",

@@ -451,6 +451,14 @@ def test_a_401_offers_basic_only_to_a_browser_navigating_each_scheme_in_a_header
         'Bearer realm="outbox"', 'Basic realm="outbox", charset="UTF-8"']
 
 
+@pytest.mark.parametrize("path", ["/v1/transactions/", "/v1/topics/", "/v1/groups/"])
+def test_a_trailing_slash_is_a_plain_404_never_a_redirect_to_the_callers_host(world: World, path: str) -> None:
+    r = world.client.get(path, headers={"Host": "evil.example"}, follow_redirects=False)
+
+    assert (r.status_code, r.json()["error_code"]) == (404, "NOT_FOUND")
+    assert "location" not in r.headers
+
+
 def test_the_probes_need_no_credentials(world: World) -> None:
     assert [world.client.get(p).status_code for p in ("/healthz", "/readyz")] == [200, 200]
 

@@ -449,6 +449,17 @@ def test_transactions_list_out_of_the_apis_bounds_is_a_usage_error_before_anythi
     assert done.err == f"outbox: error: {message} (see `outbox transactions list --help`)\n"
 
 
+@pytest.mark.parametrize("command", [("transactions", "describe"), ("transactions", "abort"), ("groups", "describe"),
+                                     ("groups", "lag"), ("topics", "describe")])
+def test_an_empty_id_is_a_usage_error_before_anything_is_asked(served, outbox, command) -> None:  # type: ignore[no-untyped-def]
+    done = outbox("--url", served.open_url, *command, "")
+
+    argument = {"transactions": "transactional_id", "groups": "group_id", "topics": "topic"}[command[0]]
+    assert (done.status, done.out) == (EXIT_USAGE, "")
+    assert done.err == (f"outbox: error: argument {argument}: must not be empty "
+                        f"(see `outbox {' '.join(command)} --help`)\n")
+
+
 def test_transactions_list_describe_hanging_and_abort_print_the_https_answers(served, outbox) -> None:  # type: ignore[no-untyped-def]
     name, tid = _topic("x"), _topic("stuck")
     url, http = served.open_url, served.http()
