@@ -459,6 +459,19 @@ def test_a_trailing_slash_is_a_plain_404_never_a_redirect_to_the_callers_host(wo
     assert "location" not in r.headers
 
 
+@pytest.mark.parametrize("path", ["/v1/principals/User:%ED%A0%80/api-keys", "/v1/principals/User:a%FFb/api-keys"],
+                         ids=["lone surrogate", "not UTF-8"])
+def test_a_principal_whose_percent_encoded_name_is_not_utf8_is_refused_and_nothing_stored(world: World,
+                                                                                        path: str) -> None:
+    before = world.client.get("/v1/principals", headers=world.admin).json()
+
+    r = world.client.post(path, headers=world.admin)
+
+    assert (r.status_code, r.json()["error_code"]) == (422, "INVALID_REQUEST")
+    assert r.json()["details"]["errors"] == [{"field": "path", "problem": "must be UTF-8 once percent-decoded"}]
+    assert world.client.get("/v1/principals", headers=world.admin).json() == before
+
+
 def test_the_probes_need_no_credentials(world: World) -> None:
     assert [world.client.get(p).status_code for p in ("/healthz", "/readyz")] == [200, 200]
 
