@@ -120,8 +120,10 @@ def groups(settings: Settings, args: argparse.Namespace) -> int:
     services = open_services(settings)
     try:
         if args.action == "list":
+            page = services.groups.list_page(args.limit, args.after)
             out: object = {"groups": [{"group_id": g.group_id, "generation_id": g.generation_id,
-                                       "member_count": g.member_count} for g in services.groups.list()]}
+                                       "member_count": g.member_count} for g in page.groups],
+                           "next_after": page.next_after}
         elif args.action == "describe":
             out = services.groups.describe_group(args.group_id).as_dict()
         elif args.action == "lag":
@@ -151,6 +153,7 @@ def reset_answer(group_id: str, body: dict, service) -> dict:  # type: ignore[no
 
 
 def add_commands(command: Command, verbose: argparse.ArgumentParser) -> None:
+    from app.domain.group import GROUP_LIST_DEFAULT, GROUP_LIST_MAX
     from app.domain.offsets import ReadOrder
     from app.domain.topic_config import CONFIG_KEYS
     from app.domain.transaction import OPEN_STATE_NAMES, STORED_STATES
@@ -215,7 +218,11 @@ def add_commands(command: Command, verbose: argparse.ArgumentParser) -> None:
     tp.set_defaults(func=topics)
     gp = command("groups", help="consumer groups: list, describe, lag, reset-offsets")
     gps = gp.add_subparsers(dest="action", required=True)
-    gps.add_parser("list", parents=[verbose], help="every group with members or offsets")
+    gpls = gps.add_parser("list", parents=[verbose], help="the groups with members or offsets, a page at a time")
+    gpls.add_argument("--limit", type=between(1, GROUP_LIST_MAX), default=GROUP_LIST_DEFAULT, metavar="N",
+                      help=f"at most this many (1 to {GROUP_LIST_MAX:,}; default {GROUP_LIST_DEFAULT:,})")
+    gpls.add_argument("--after", type=an_id, default=None, metavar="GROUP_ID",
+                      help="only the group ids after this one: a previous answer's next_after")
     gpd = gps.add_parser("describe", parents=[verbose], help="a group's generation and members")
     gpd.add_argument("group_id", type=an_id)
     gpl = gps.add_parser("lag", parents=[verbose], help="a group's position and lag in records per partition of the "

@@ -256,7 +256,9 @@ def _topics(remote: Remote, args: argparse.Namespace) -> tuple[Answer, Table]:
 
 def _groups(remote: Remote, args: argparse.Namespace) -> tuple[Answer, Table]:
     if args.action == "list":
-        return remote.call("GET", "/v1/groups"), _group_list_table
+        params = {"limit": args.limit, "after": args.after}
+        return remote.call("GET", "/v1/groups", params={k: v for k, v in params.items() if v is not None}), \
+            _group_list_table
     path = f"/v1/groups/{segment(args.group_id)}"
     if args.action == "describe":
         return remote.call("GET", path), _group_table
@@ -404,8 +406,12 @@ def _delete_records_table(a: Answer) -> list[str]:
 
 
 def _group_list_table(a: Answer) -> list[str]:
-    return columns(["GROUP", "GENERATION", "MEMBERS"],
-                   [[g["group_id"], g["generation_id"], g["member_count"]] for g in a["groups"]])
+    lines = columns(["GROUP", "GENERATION", "MEMBERS"],
+                    [[g["group_id"], g["generation_id"], g["member_count"]] for g in a["groups"]])
+    # A cut page would otherwise read as the whole list.
+    if a.get("next_after") is not None:
+        lines += ["", f"more may follow: add --after {a['next_after']} for the next ones"]
+    return lines
 
 
 def _group_table(a: Answer) -> list[str]:

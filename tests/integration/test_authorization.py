@@ -627,6 +627,23 @@ def test_list_groups_shows_only_the_groups_the_principal_may_describe(world: Wor
     assert [g["group_id"] for g in listed] == ["g"]
 
 
+def test_list_groups_for_a_principal_who_may_describe_few_reads_a_bounded_page_and_says_where_it_stopped(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    from app.services import group_service
+
+    for g in ("g1", "g2", "g3", "g4", "g5"):
+        world.as_admin("POST", f"/v1/groups/{g}/offsets", {"offsets": [{"topic": "orders", "partition": 0, "offset": 0}]})
+    world.grant([(G, "g5", Operation.DESCRIBE)])
+    monkeypatch.setattr(group_service, "GROUP_LIST_CHUNK", 2)
+    monkeypatch.setattr(group_service, "GROUP_LIST_EXAMINED_MAX", 4)  # g, g1, g2, g3: none of them alice's
+
+    first = world.client.get("/v1/groups", headers=world.alice).json()
+    rest = world.client.get("/v1/groups", params={"after": first["next_after"]}, headers=world.alice).json()
+
+    assert (first["groups"], first["next_after"]) == ([], "g3")
+    assert ([g["group_id"] for g in rest["groups"]], rest["next_after"]) == (["g5"], None)
+
+
 def test_a_groups_lag_leaves_out_topics_the_principal_may_not_describe(world: World) -> None:
     world.as_admin("POST", "/v1/topics", {"name": "payroll"})
     world.as_admin("POST", "/v1/groups/g/offsets", {"offsets": [{"topic": "payroll", "partition": 0, "offset": 0}]})

@@ -130,3 +130,19 @@ def test_outbox_groups_lag_of_an_unknown_group_is_one_line_and_exit_1(db_url):  
     done = _outbox(db_url, "groups", "lag", "nobody")
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr == "outbox: error: GROUP_ID_NOT_FOUND: no consumer group 'nobody'\n"
+
+
+def test_outbox_groups_list_pages_with_limit_and_after(client, db_url):  # type: ignore[no-untyped-def]
+    create_topic(client, "t", 1)
+    for g in ("b", "a"):
+        assert client.post(f"/v1/groups/{g}/offsets",
+                           json={"offsets": [{"topic": "t", "partition": 0, "offset": 0}]}).status_code == 200
+
+    first = _outbox(db_url, "groups", "list", "--limit", "1")
+    rest = _outbox(db_url, "groups", "list", "--limit", "1", "--after", "a")
+
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout) == {"groups": [{"group_id": "a", "generation_id": None, "member_count": 0}],
+                                        "next_after": "a"}
+    assert json.loads(rest.stdout) == {"groups": [{"group_id": "b", "generation_id": None, "member_count": 0}],
+                                       "next_after": "b"}
