@@ -115,6 +115,10 @@ def create_app(settings: Settings | None = None, clock: Clock = system_clock, *,
         docs_url=None,  # FastAPI's pages load from CDNs; docs_ui serves them from the package
         redoc_url=None,
         openapi_url=None,  # docs_ui serves it, behind authentication where OUTBOX_PROTECT_DOCS says
+        # A path with a trailing slash is another path, a plain 404: Starlette's redirect
+        # answered before authentication, to a Location built from the request's Host header,
+        # so anyone could have the service send a client to a host of their choosing.
+        redirect_slashes=False,
     )
     app.state.settings = settings
     app.state.security = None  # set by the lifespan when authentication is on

@@ -42,6 +42,7 @@ STATUS_BY_ERROR: dict[type[e.OutboxError], int] = {
     e.InvalidProducerIdMapping: 409,
     e.InvalidTxnState: 409,
     e.TransactionIncomplete: 409,
+    e.TransactionPrepared: 409,
     e.ConcurrentTransactions: 409,
     e.OutOfOrderSequenceNumber: 409,
     e.DuplicateSequenceNumber: 409,

@@ -107,6 +107,32 @@ def json_body(type_: type) -> Any:
     return Depends(JsonBody(type_))
 
 
+class NoFields(msgspec.Struct, forbid_unknown_fields=True):
+    """The body of an operation that takes none: nothing, or `{}`."""
+
+
+_NO_FIELDS = JsonBody(NoFields)
+
+
+async def refuse_fields(request: Request) -> None:
+    """A dependency of an operation that takes no body (POST /v1/principals/{principal}/api-keys):
+    a body that names a field is refused as every body's unknown field is (422), rather than
+    answered 201 as though it were read. No body, or `{}`, is taken."""
+    if (await request.body()).strip():
+        await _NO_FIELDS(request)
+
+
+def refuse_body(message: str) -> Any:
+    """A dependency of an operation that reads its parameters from the query string only (DELETE
+    /v1/acls): any body is refused (400 INVALID_REQUEST, `message` saying where they go), as a
+    filter sent in it would be ignored and the answer blame the missing parameters."""
+    async def no_body(request: Request) -> None:
+        if (await request.body()).strip():
+            raise InvalidRequest(message)
+
+    return Depends(no_body)
+
+
 def decode(decoder: msgspec.json.Decoder, body: bytes) -> Any:
     """`body` decoded by `decoder`, or the refusal the table above gives it."""
     try:

@@ -8,6 +8,7 @@ import argparse
 from app.cli.common import (
     EXIT_USAGE,
     Command,
+    an_id,
     CommandError,
     between,
     config_pairs,
@@ -36,7 +37,8 @@ def transactions(settings: Settings, args: argparse.Namespace) -> int:
                 "producer_id": m.producer_id, "producer_epoch": m.producer_epoch, "txn_id": m.txn_id,
                 "transaction_timeout_ms": m.transaction_timeout_ms, "txn_started_ms": m.txn_started_ms,
                 "age_ms": m.age_ms(now), "updated_ms": m.updated_ms,
-                "transaction_version": m.transaction_version}
+                "transaction_version": m.transaction_version,
+                "awaits_application_decision": m.state is TransactionState.PREPARED}
 
     def description(view) -> dict:  # type: ignore[no-untyped-def]
         return {**summary(view.meta),
@@ -59,7 +61,7 @@ def transactions(settings: Settings, args: argparse.Namespace) -> int:
         elif args.action == "describe":
             out = description(coordinator.listing.describe(args.transactional_id))
         else:
-            out = description(coordinator.admin_abort(args.transactional_id))
+            out = description(coordinator.admin_abort(args.transactional_id, force_prepared=args.force_prepared))
     finally:
         services.db.dispose()
     print_json(out)
@@ -122,8 +124,10 @@ def groups(settings: Settings, args: argparse.Namespace) -> int:
     services = open_services(settings)
     try:
         if args.action == "list":
+            page = services.groups.list_page(args.limit, args.after)
             out: object = {"groups": [{"group_id": g.group_id, "generation_id": g.generation_id,
-                                       "member_count": g.member_count} for g in services.groups.list()]}
+                                       "member_count": g.member_count} for g in page.groups],
+                           "next_after": page.next_after}
         elif args.action == "describe":
             out = services.groups.describe_group(args.group_id).as_dict()
         elif args.action == "lag":
@@ -153,6 +157,7 @@ def reset_answer(group_id: str, body: dict, service) -> dict:  # type: ignore[no
 
 
 def add_commands(command: Command, verbose: argparse.ArgumentParser) -> None:
+    from app.domain.group import GROUP_LIST_DEFAULT, GROUP_LIST_MAX
     from app.domain.offsets import ReadOrder
     from app.domain.topic_config import CONFIG_KEYS
     from app.domain.transaction import OPEN_STATE_NAMES, STORED_STATES
@@ -177,24 +182,28 @@ def add_commands(command: Command, verbose: argparse.ArgumentParser) -> None:
                              help="only the transactional ids after this one (a cut list's next_after)")
     td = txs.add_parser("describe", parents=[verbose],
                         help="one transactional id: its state, producer, partitions and pending offsets")
-    td.add_argument("transactional_id")
-    ta = txs.add_parser("abort", parents=[verbose], help="abort an open transaction and fence its producer")
-    ta.add_argument("transactional_id")
+    td.add_argument("transactional_id", type=an_id)
+    ta = txs.add_parser("abort", parents=[verbose], help="abort an open transaction and fence its producer; "
+                        "a Prepared one only with --force-prepared")
+    ta.add_argument("transactional_id", type=an_id)
+    ta.add_argument("--force-prepared", action="store_true",
+                    help="abort a Prepared transaction too (refused without it, TRANSACTION_PREPARED): only once "
+                    "its application's own database is known not to have committed its side")
     tx.set_defaults(func=transactions)
     tp = command("topics", help="topic administration: list, describe, create, alter, add-partitions, "
                  "delete, delete-records")
     tps = tp.add_subparsers(dest="action", required=True)
     tps.add_parser("list", parents=[verbose], help="every topic with its partition count and config")
     tpd = tps.add_parser("describe", parents=[verbose], help="a topic and its partitions' offsets and sizes")
-    tpd.add_argument("topic")
+    tpd.add_argument("topic", type=an_id)
     tpc = tps.add_parser("create", parents=[verbose], help="create a topic (CreateTopics)")
-    tpc.add_argument("topic")
+    tpc.add_argument("topic", type=an_id)
     tpc.add_argument("--partitions", type=int, default=1, help="how many partitions (default 1)")
     tpc.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                      help="e.g. retention_ms=86400000 (repeatable)")
     tpa = tps.add_parser("alter", parents=[verbose],
                          help="set config keys, keep the others (IncrementalAlterConfigs)")
-    tpa.add_argument("topic")
+    tpa.add_argument("topic", type=an_id)
     # KEY=VALUE as arguments, or as `create`'s --config: a newcomer who created a topic with
     # --config writes the same to alter it.
     tpa.add_argument("config", nargs="*", metavar="KEY=VALUE",
@@ -203,29 +212,33 @@ def add_commands(command: Command, verbose: argparse.ArgumentParser) -> None:
                      help="the same as a KEY=VALUE argument (repeatable), as `topics create` takes it")
     tpp = tps.add_parser("add-partitions", parents=[verbose],
                          help="grow a topic to PARTITION_COUNT partitions (CreatePartitions)")
-    tpp.add_argument("topic")
+    tpp.add_argument("topic", type=an_id)
     tpp.add_argument("partition_count", type=int)
     tpx = tps.add_parser("delete", parents=[verbose],
                          help="delete a topic (DeleteTopics); refused while transactions use it")
-    tpx.add_argument("topic")
+    tpx.add_argument("topic", type=an_id)
     tpr = tps.add_parser("delete-records", parents=[verbose],
                          help="move a partition's log start to OFFSET (DeleteRecords)")
-    tpr.add_argument("topic")
+    tpr.add_argument("topic", type=an_id)
     tpr.add_argument("partition", type=non_negative)
     tpr.add_argument("offset", type=non_negative)
     tp.set_defaults(func=topics)
     gp = command("groups", help="consumer groups: list, describe, lag, reset-offsets")
     gps = gp.add_subparsers(dest="action", required=True)
-    gps.add_parser("list", parents=[verbose], help="every group with members or offsets")
+    gpls = gps.add_parser("list", parents=[verbose], help="the groups with members or offsets, a page at a time")
+    gpls.add_argument("--limit", type=between(1, GROUP_LIST_MAX), default=GROUP_LIST_DEFAULT, metavar="N",
+                      help=f"at most this many (1 to {GROUP_LIST_MAX:,}; default {GROUP_LIST_DEFAULT:,})")
+    gpls.add_argument("--after", type=an_id, default=None, metavar="GROUP_ID",
+                      help="only the group ids after this one: a previous answer's next_after")
     gpd = gps.add_parser("describe", parents=[verbose], help="a group's generation and members")
-    gpd.add_argument("group_id")
+    gpd.add_argument("group_id", type=an_id)
     gpl = gps.add_parser("lag", parents=[verbose], help="a group's position and lag in records per partition of the "
                          "topics it consumes; null (unknown) where it has committed no offset")
-    gpl.add_argument("group_id")
+    gpl.add_argument("group_id", type=an_id)
     gpr = gps.add_parser("reset-offsets", parents=[verbose],
                          help="set an inactive group's committed offsets in a topic, or in every topic it "
                          "consumes (kafka-consumer-groups --reset-offsets); the plan only, unless --execute")
-    gpr.add_argument("group_id")
+    gpr.add_argument("group_id", type=an_id)
     which = gpr.add_mutually_exclusive_group(required=True)
     which.add_argument("--topic")
     which.add_argument("--all-topics", action="store_true",

@@ -220,6 +220,15 @@ def non_negative(text: str) -> int:
     return number
 
 
+def an_id(text: str) -> str:
+    """An argparse type: a transactional id, group id or topic, which is never empty. An empty
+    one would be an empty path segment over HTTP (another route, or none), and its refusal
+    would read as a wrong --url rather than the argument's mistake."""
+    if not text:
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
 def between(low: int, high: int) -> Callable[[str], int]:
     """An argparse type: an integer from `low` to `high`."""
     def number(text: str) -> int:

@@ -257,7 +257,9 @@ def _topics(remote: Remote, args: argparse.Namespace) -> tuple[Answer, Table]:
 
 def _groups(remote: Remote, args: argparse.Namespace) -> tuple[Answer, Table]:
     if args.action == "list":
-        return remote.call("GET", "/v1/groups"), _group_list_table
+        params = {"limit": args.limit, "after": args.after}
+        return remote.call("GET", "/v1/groups", params={k: v for k, v in params.items() if v is not None}), \
+            _group_list_table
     path = f"/v1/groups/{segment(args.group_id)}"
     if args.action == "describe":
         return remote.call("GET", path), _group_table
@@ -281,7 +283,8 @@ def _transactions(remote: Remote, args: argparse.Namespace) -> tuple[Answer, Tab
         return answer, _transaction_list_table
     if args.action == "describe":
         return remote.call("GET", f"/v1/transactions/{segment(args.transactional_id)}"), _transaction_table
-    return remote.call("POST", f"/v1/admin/transactions/{segment(args.transactional_id)}/abort"), _transaction_table
+    return remote.call("POST", f"/v1/admin/transactions/{segment(args.transactional_id)}/abort",
+                       params={"force_prepared": "true"} if args.force_prepared else None), _transaction_table
 
 
 def _acls(remote: Remote, args: argparse.Namespace) -> tuple[Answer, Table]:
@@ -406,8 +409,12 @@ def _delete_records_table(a: Answer) -> list[str]:
 
 
 def _group_list_table(a: Answer) -> list[str]:
-    return columns(["GROUP", "GENERATION", "MEMBERS"],
-                   [[g["group_id"], g["generation_id"], g["member_count"]] for g in a["groups"]])
+    lines = columns(["GROUP", "GENERATION", "MEMBERS"],
+                    [[g["group_id"], g["generation_id"], g["member_count"]] for g in a["groups"]])
+    # A cut page would otherwise read as the whole list.
+    if a.get("next_after") is not None:
+        lines += ["", f"more may follow: add --after {a['next_after']} for the next ones"]
+    return lines
 
 
 def _group_table(a: Answer) -> list[str]:
@@ -453,7 +460,10 @@ _TXN_HEADER = ["TRANSACTIONAL-ID", "STATE", "PRODUCER-ID", "PRODUCER-EPOCH", "TI
 
 
 def _txn_row(t: dict[str, Any]) -> list[Any]:
-    return [t["transactional_id"], t["state"], t["producer_id"], t["producer_epoch"], t["transaction_timeout_ms"],
+    # Marked, as a list of open transactions is where an operator picks the ones to abort: a
+    # Prepared one is its application's to decide (`abort` refuses it without --force-prepared).
+    state = f'{t["state"]} (awaits application)' if t.get("awaits_application_decision") else t["state"]
+    return [t["transactional_id"], state, t["producer_id"], t["producer_epoch"], t["transaction_timeout_ms"],
             t["age_ms"]]
 
 

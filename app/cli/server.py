@@ -32,7 +32,7 @@ from app.settings import Settings
 from app.settings.addresses import EVERY_ADDRESS, kafka_address
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
 
     from app.services.security import SecurityState
 
@@ -56,6 +56,7 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
     if unused := settings.kafka_settings_without_listener():
         raise CommandError(f"{', '.join(unused)}: the Kafka listener's, and none runs; set OUTBOX_KAFKA_LISTENER "
                            "(or --kafka-listener), or unset them", EXIT_USAGE)
+    _refuse_coordinator_settings_serve_ignores(settings)
     host = args.host or settings.host
     port = settings.port if args.port is None else args.port
     _check_exposure(settings, host)
@@ -128,6 +129,38 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
     server = Server(config)
     server.run(sockets=[sock])
     return 0 if server.started else 3  # uvicorn's status for a failed start-up
+
+
+# What only the coordinator's chores read: a `serve` that runs none (--no-coordinator,
+# OUTBOX_RUN_COORDINATOR=false) would start with them set and do nothing with them.
+COORDINATOR_CHORE_SETTINGS = ("coordinator_interval_ms", "cleaner_max_records_per_second")
+
+
+def _set(settings: Settings, names: Iterable[str]) -> list[str]:
+    """The settings among `names` given (in the environment or a .env file), as OUTBOX_ names."""
+    return [f"OUTBOX_{name.upper()}" for name in names if name in settings.model_fields_set]
+
+
+def _refuse_coordinator_settings_serve_ignores(settings: Settings) -> None:
+    """`serve` answers its coordinator's metrics at its own GET /metrics and binds no other port:
+    a metrics port set for it would be a port an operator's scrape finds closed, without a word."""
+    if settings.coordinator_metrics_port is not None:
+        raise CommandError("OUTBOX_COORDINATOR_METRICS_PORT: `outbox coordinator`'s; `outbox serve` serves its "
+                           "coordinator's metrics at GET /metrics on its own port (--port or OUTBOX_PORT): unset it "
+                           "for this command", EXIT_USAGE)
+    if not settings.run_coordinator and (unused := _set(settings, COORDINATOR_CHORE_SETTINGS)):
+        raise CommandError(f"{', '.join(unused)}: the coordinator's, and none runs in this process (--no-coordinator "
+                           "or OUTBOX_RUN_COORDINATOR=false); unset them, or give them to `outbox coordinator`",
+                           EXIT_USAGE)
+
+
+def _refuse_serve_settings_coordinator_ignores(settings: Settings) -> None:
+    """`coordinator` serves no API and no Kafka door: their settings would be read and ignored
+    (its metrics port is OUTBOX_COORDINATOR_METRICS_PORT, on OUTBOX_HOST)."""
+    if unused := _set(settings, ("port", *sorted(Settings.kafka_door_settings()))):
+        raise CommandError(f"{', '.join(unused)}: `outbox serve`'s, which `outbox coordinator` would ignore (it "
+                           "serves no API and no Kafka listener; its metrics port is OUTBOX_COORDINATOR_METRICS_PORT): "
+                           "unset them for this command", EXIT_USAGE)
 
 
 def ready_url(scheme: str, host: str, port: int) -> tuple[str, str]:
@@ -235,6 +268,7 @@ def coordinator(settings: Settings, args: argparse.Namespace) -> int:
     from app.composition import coordinator_chores, maintenance_chores
     from app.storage.engine import open_database
 
+    _refuse_serve_settings_coordinator_ignores(settings)
     if args.once:
         if settings.coordinator_metrics_port is not None:
             # A pass that ends before a scrape could come: the port would be bound for nothing.

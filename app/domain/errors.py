@@ -154,6 +154,17 @@ class InvalidTxnState(OutboxError):
     error_code = "INVALID_TXN_STATE"
 
 
+class TransactionPrepared(OutboxError):
+    """The transaction is Prepared: its outcome is its application's to decide, by a Commit or
+    Abort from the current owner of its transactional id. The application's own database may
+    have committed its side already, so an operator's abort is refused unless forced.
+
+    Not retriable: it stays Prepared until its application decides. Kafka has no code for it
+    (its admin aborts a prepared transaction only by a separate force-terminate)."""
+
+    error_code = "TRANSACTION_PREPARED"
+
+
 class TransactionIncomplete(OutboxError):
     """The Commit's count of acknowledged records is not what the transaction holds: a Send
     acknowledged without waiting for the disk (durability "commit") was lost in a database

@@ -25,6 +25,14 @@ from app.domain.errors import FencedInstanceId, GroupMetadataTooLarge, InvalidRe
 # member holds).
 CONSUMER_PROTOCOL = "consumer"
 
+# GET /v1/groups, a page at a time (`limit`, default and most), as the transaction lists: the
+# ids are read GROUP_LIST_CHUNK at a time past the caller's ACLs, and at most
+# GROUP_LIST_EXAMINED_MAX a page, the work one request may cost however few the caller sees.
+GROUP_LIST_DEFAULT = 1000
+GROUP_LIST_MAX = 10_000
+GROUP_LIST_CHUNK = 1000
+GROUP_LIST_EXAMINED_MAX = 100_000
+
 
 class GroupState(str, enum.Enum):
     """Kafka's classic group states, as DescribeGroups and ListGroups name them. `Empty` is not

@@ -19,6 +19,8 @@ _NEAREST: dict[str, ErrorCode] = {
     "TOPIC_HAS_OPEN_TRANSACTIONS": ErrorCode.invalid_txn_state,
     # Only a Commit over HTTP carries the count it checks; named here so that no door lacks it.
     "TRANSACTION_INCOMPLETE": ErrorCode.invalid_txn_state,
+    # Only an operator's abort over HTTP or the CLI is refused with it; named so no door lacks it.
+    "TRANSACTION_PREPARED": ErrorCode.invalid_txn_state,
     # Kafka's transaction coordinator answers a transactional id it has no producer for with
     # INVALID_PRODUCER_ID_MAPPING (AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, a transactional
     # Produce); its TRANSACTIONAL_ID_NOT_FOUND is DescribeTransactions' only, and a producing

@@ -32,7 +32,7 @@ from app.domain.errors import (
     NonEmptyGroup,
     UnknownMemberId,
 )
-from app.domain.group import GroupState
+from app.domain.group import GROUP_LIST_CHUNK, GROUP_LIST_EXAMINED_MAX, GroupState
 from app.domain.ids import check_group_id
 from app.services.group_membership import (
     check_door,
@@ -44,6 +44,14 @@ from app.services.group_membership import (
 from app.settings import Settings
 from app.storage import groups, offsets, topics
 from app.storage.engine import Database, after_commit
+
+
+@dataclass(frozen=True, slots=True)
+class GroupPage:
+    """One page of GET /v1/groups: the groups, and the id to continue after when the page was
+    cut (by its limit, or by the ids one page reads); None when nothing is left."""
+    groups: list[groups.GroupListing]
+    next_after: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,6 +251,29 @@ class GroupService:
     def list(self) -> list[groups.GroupListing]:
         with self.db.read() as conn:
             return groups.list_groups(conn)
+
+    def list_page(self, limit: int, after: str | None = None,
+                  describable: Callable[[str], bool] | None = None) -> GroupPage:
+        """Up to `limit` groups the caller may describe (`describable`; every one when None),
+        in id order after `after`. The ids are read a chunk at a time and filtered per chunk, and
+        at most GROUP_LIST_EXAMINED_MAX of them a page: a caller who may describe few groups
+        among many costs a bounded read, not the whole table. A page cut by either bound says
+        where to continue (next_after)."""
+        found: list[groups.GroupListing] = []
+        examined, last = 0, after
+        with self.db.read() as conn:
+            while examined < GROUP_LIST_EXAMINED_MAX:
+                asked = min(GROUP_LIST_CHUNK, GROUP_LIST_EXAMINED_MAX - examined)
+                chunk = groups.list_groups(conn, after=last, limit=asked)
+                for g in chunk:
+                    examined, last = examined + 1, g.group_id
+                    if describable is None or describable(g.group_id):
+                        found.append(g)
+                        if len(found) == limit:
+                            return GroupPage(found, g.group_id)
+                if len(chunk) < asked:
+                    return GroupPage(found, None)
+        return GroupPage(found, last)
 
     def delete(self, group_id: str) -> None:
         """Kafka's DeleteGroups: an empty group's row and committed offsets (its lag goes

@@ -36,6 +36,7 @@ from app.domain.errors import (
     InvalidRequest,
     InvalidTxnState,
     TransactionIncomplete,
+    TransactionPrepared,
     UnknownTopicOrPartition,
 )
 from app.domain.ids import check_group_id
@@ -476,12 +477,23 @@ class TransactionCoordinator(ProducerInit):
 
     # --- Operator tools ---------------------------------------------------------------------
 
-    def admin_abort(self, transactional_id: str) -> TransactionView:
+    def admin_abort(self, transactional_id: str, *, force_prepared: bool = False) -> TransactionView:
         """Abort an open transaction without its producer (kafka-transactions.sh abort): the
-        epoch is bumped, as on timeout, so the producer is fenced if it comes back."""
+        epoch is bumped, as on timeout, so the producer is fenced if it comes back. A Prepared
+        transaction only with `force_prepared` (Kafka's separate force-terminate)."""
         now = self.clock()
         with self.db.write() as conn:
             meta = require(conn, transactional_id, lock=RowLock.UPDATE)
+            if meta.state is S.PREPARED and not force_prepared:
+                # Checked under the row lock: a Prepared transaction ends by its owner's Commit
+                # or Abort (docs/GUARANTEES.md, prepared transactions), and its application's
+                # database may have committed its side already; aborting it unasked would leave
+                # that side without its records.
+                raise TransactionPrepared(
+                    f"transaction of {transactional_id!r} is Prepared: its application decides it, and its own "
+                    "database may have committed its side already. Abort it only once that is known not to "
+                    "have committed, with force_prepared (`outbox transactions abort --force-prepared`)",
+                    state=meta.state.value)
             if meta.state in UNDECIDED_STATES:
                 meta = fence(conn, meta, now, Fence(FenceReason.ADMIN))
             elif meta.state is not S.PREPARE_ABORT:

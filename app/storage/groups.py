@@ -466,18 +466,20 @@ def known(conn: Connection, group_id: str) -> bool:
     return conn.execute(select(func.count()).select_from(_known(group_id).subquery())).scalar_one() > 0
 
 
-def list_groups(conn: Connection) -> list[GroupListing]:
-    """Every group the service knows (_known), by id."""
+def list_groups(conn: Connection, *, after: str | None = None, limit: int | None = None) -> list[GroupListing]:
+    """The groups the service knows (_known), by id: all of them, or up to `limit` of those whose
+    id sorts after `after` (keyset paging, so that a page costs its own size)."""
     ids = _known().subquery()
     members = (select(group_members.c.group_id, func.count().label("n"))
                .group_by(group_members.c.group_id).subquery())
-    rows = conn.execute(
-        select(ids.c.group_id, consumer_groups.c.generation_id, func.coalesce(members.c.n, 0),
-               consumer_groups.c.protocol_type, consumer_groups.c.state)
-        .select_from(ids.outerjoin(consumer_groups, consumer_groups.c.group_id == ids.c.group_id)
-                     .outerjoin(members, members.c.group_id == ids.c.group_id))
-        .order_by(ids.c.group_id)
-    ).all()
+    stmt = (select(ids.c.group_id, consumer_groups.c.generation_id, func.coalesce(members.c.n, 0),
+                   consumer_groups.c.protocol_type, consumer_groups.c.state)
+            .select_from(ids.outerjoin(consumer_groups, consumer_groups.c.group_id == ids.c.group_id)
+                         .outerjoin(members, members.c.group_id == ids.c.group_id))
+            .order_by(ids.c.group_id))
+    if after is not None:
+        stmt = stmt.where(ids.c.group_id > after)
+    rows = conn.execute(stmt if limit is None else stmt.limit(limit)).all()
     return [GroupListing(g, gen, n, protocol_type, GroupState(state) if n else GroupState.EMPTY)
             for g, gen, n, protocol_type, state in rows]
 

@@ -967,8 +967,8 @@ class Harness:
             if inline is None:  # mixed: the first starts alternate, restarts toss a coin
                 inline = slot.index % 2 == 0 if slot.starts == 1 else self.settings_rng.random() < 0.5
             self.stats["server_inline" if inline else "server_not_inline"] += 1
-            env = self.launcher.env(complete_inline=inline, run_coordinator=False,
-                                    coordinator_interval_ms=self.cfg.coordinator_interval_ms)
+            # No coordinator_interval_ms: a serve that runs no coordinator refuses it.
+            env = self.launcher.env(complete_inline=inline, run_coordinator=False)
             label = f"serve-{slot.port}"
             slot.proc = ServiceProcess(label, ["serve", "--port", str(slot.port)], env,
                                        self._log_path(label), port=slot.port)

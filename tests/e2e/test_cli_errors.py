@@ -706,6 +706,33 @@ def test_serve_refuses_the_kafka_listener_s_settings_when_no_listener_runs(tmp_p
                     "runs; set OUTBOX_KAFKA_LISTENER (or --kafka-listener), or unset them")
 
 
+def test_serve_refuses_a_coordinator_metrics_port_it_would_never_open(tmp_path: Path) -> None:
+    line = one_error_line(outbox(f"sqlite:///{tmp_path}/outbox.db", "serve", "--port", "0",
+                                 coordinator_metrics_port="18111"), 2)
+    assert line == ("OUTBOX_COORDINATOR_METRICS_PORT: `outbox coordinator`'s; `outbox serve` serves its coordinator's "
+                    "metrics at GET /metrics on its own port (--port or OUTBOX_PORT): unset it for this command")
+
+
+@pytest.mark.parametrize("off", [("--no-coordinator",), ()], ids=["flag", "setting"])
+def test_serve_without_a_coordinator_refuses_the_coordinator_s_settings(tmp_path: Path, off: tuple[str, ...]) -> None:
+    setting = {} if off else {"run_coordinator": "false"}
+    line = one_error_line(outbox(f"sqlite:///{tmp_path}/outbox.db", "serve", "--port", "0", *off,
+                                 coordinator_interval_ms="500", cleaner_max_records_per_second="1000", **setting), 2)
+    assert line == ("OUTBOX_COORDINATOR_INTERVAL_MS, OUTBOX_CLEANER_MAX_RECORDS_PER_SECOND: the coordinator's, and "
+                    "none runs in this process (--no-coordinator or OUTBOX_RUN_COORDINATOR=false); unset them, or "
+                    "give them to `outbox coordinator`")
+
+
+@pytest.mark.parametrize("once", [("--once",), ()], ids=["once", "running"])
+def test_coordinator_refuses_the_api_port_and_kafka_listener_it_would_never_serve(tmp_path: Path,
+                                                                                 once: tuple[str, ...]) -> None:
+    line = one_error_line(outbox(f"sqlite:///{tmp_path}/outbox.db", "coordinator", *once, port="18112",
+                                 kafka_listener="127.0.0.1:0"), 2)
+    assert line == ("OUTBOX_PORT, OUTBOX_KAFKA_LISTENER: `outbox serve`'s, which `outbox coordinator` would ignore "
+                    "(it serves no API and no Kafka listener; its metrics port is OUTBOX_COORDINATOR_METRICS_PORT): "
+                    "unset them for this command")
+
+
 def test_serve_takes_the_kafka_listener_s_settings_with_a_listener_given_by_its_flag(tmp_path: Path) -> None:
     # Past the check above, serve stops at the Kafka port in use: the settings were taken.
     with socket.socket() as taken:

@@ -451,6 +451,27 @@ def test_a_401_offers_basic_only_to_a_browser_navigating_each_scheme_in_a_header
         'Bearer realm="outbox"', 'Basic realm="outbox", charset="UTF-8"']
 
 
+@pytest.mark.parametrize("path", ["/v1/transactions/", "/v1/topics/", "/v1/groups/"])
+def test_a_trailing_slash_is_a_plain_404_never_a_redirect_to_the_callers_host(world: World, path: str) -> None:
+    r = world.client.get(path, headers={"Host": "evil.example"}, follow_redirects=False)
+
+    assert (r.status_code, r.json()["error_code"]) == (404, "NOT_FOUND")
+    assert "location" not in r.headers
+
+
+@pytest.mark.parametrize("path", ["/v1/principals/User:%ED%A0%80/api-keys", "/v1/principals/User:a%FFb/api-keys"],
+                         ids=["lone surrogate", "not UTF-8"])
+def test_a_principal_whose_percent_encoded_name_is_not_utf8_is_refused_and_nothing_stored(world: World,
+                                                                                        path: str) -> None:
+    before = world.client.get("/v1/principals", headers=world.admin).json()
+
+    r = world.client.post(path, headers=world.admin)
+
+    assert (r.status_code, r.json()["error_code"]) == (422, "INVALID_REQUEST")
+    assert r.json()["details"]["errors"] == [{"field": "path", "problem": "must be UTF-8 once percent-decoded"}]
+    assert world.client.get("/v1/principals", headers=world.admin).json() == before
+
+
 def test_the_probes_need_no_credentials(world: World) -> None:
     assert [world.client.get(p).status_code for p in ("/healthz", "/readyz")] == [200, 200]
 
@@ -604,6 +625,23 @@ def test_list_groups_shows_only_the_groups_the_principal_may_describe(world: Wor
     world.grant([(G, "g", Operation.READ)])
     listed = world.client.get("/v1/groups", headers=world.alice).json()["groups"]
     assert [g["group_id"] for g in listed] == ["g"]
+
+
+def test_list_groups_for_a_principal_who_may_describe_few_reads_a_bounded_page_and_says_where_it_stopped(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    from app.services import group_service
+
+    for g in ("g1", "g2", "g3", "g4", "g5"):
+        world.as_admin("POST", f"/v1/groups/{g}/offsets", {"offsets": [{"topic": "orders", "partition": 0, "offset": 0}]})
+    world.grant([(G, "g5", Operation.DESCRIBE)])
+    monkeypatch.setattr(group_service, "GROUP_LIST_CHUNK", 2)
+    monkeypatch.setattr(group_service, "GROUP_LIST_EXAMINED_MAX", 4)  # g, g1, g2, g3: none of them alice's
+
+    first = world.client.get("/v1/groups", headers=world.alice).json()
+    rest = world.client.get("/v1/groups", params={"after": first["next_after"]}, headers=world.alice).json()
+
+    assert (first["groups"], first["next_after"]) == ([], "g3")
+    assert ([g["group_id"] for g in rest["groups"]], rest["next_after"]) == (["g5"], None)
 
 
 def test_a_groups_lag_leaves_out_topics_the_principal_may_not_describe(world: World) -> None:

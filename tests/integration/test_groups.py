@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from app.worker.chore import ChoreConfig
@@ -181,6 +183,39 @@ def test_list_groups_names_groups_with_members_and_groups_with_offsets_only(clie
     listed = client.get("/v1/groups").json()["groups"]
     assert [(g["group_id"], g["generation_id"], g["member_count"]) for g in listed] == [
         ("members-only", 1, 1), ("offsets-only", None, 0)]
+
+
+def _groups_with_offsets(client: Any, *group_ids: str) -> None:
+    create_topic(client, "orders", 1)
+    for g in group_ids:
+        assert client.post(f"/v1/groups/{g}/offsets", json={"offsets": [
+            {"topic": "orders", "partition": 0, "offset": 0}]}).status_code == 200
+
+
+def test_list_groups_is_cut_at_its_limit_and_continues_after_the_id_it_answers(client) -> None:  # type: ignore[no-untyped-def]
+    _groups_with_offsets(client, "c", "a", "b")
+
+    first = client.get("/v1/groups", params={"limit": 2}).json()
+    rest = client.get("/v1/groups", params={"limit": 2, "after": first["next_after"]}).json()
+
+    assert ([g["group_id"] for g in first["groups"]], first["next_after"]) == (["a", "b"], "b")
+    assert ([g["group_id"] for g in rest["groups"]], rest["next_after"]) == (["c"], None)
+    assert client.get("/v1/groups", params={"limit": 0}).status_code == 422
+
+
+def test_list_groups_reads_a_bounded_number_of_ids_a_page_and_says_where_it_stopped(  # type: ignore[no-untyped-def]
+        client, monkeypatch) -> None:
+    from app.services import group_service
+
+    _groups_with_offsets(client, "g1", "g2", "g3", "g4", "g5")
+    monkeypatch.setattr(group_service, "GROUP_LIST_CHUNK", 2)
+    monkeypatch.setattr(group_service, "GROUP_LIST_EXAMINED_MAX", 3)
+
+    first = client.get("/v1/groups").json()
+    rest = client.get("/v1/groups", params={"after": first["next_after"]}).json()
+
+    assert ([g["group_id"] for g in first["groups"]], first["next_after"]) == (["g1", "g2", "g3"], "g3")
+    assert ([g["group_id"] for g in rest["groups"]], rest["next_after"]) == (["g4", "g5"], None)
 
 
 def test_a_group_with_committed_offsets_only_is_described_without_generation_nor_members(client) -> None:  # type: ignore[no-untyped-def]

@@ -43,6 +43,25 @@ def test_operator_lists_describes_and_aborts_an_open_transaction(client, db_url)
     assert (r["state"], r["producer_epoch"]) == ("CompleteAbort", p["producer_epoch"] + 1)
 
 
+def test_operator_abort_of_a_prepared_transaction_needs_force_prepared(client, db_url):  # type: ignore[no-untyped-def]
+    create_topic(client, "t", 1)
+    p = init_producer(client, "shop-1")
+    txn_id = begin(client, "shop-1", p)["txn_id"]
+    send(client, [batch("t", 0, ["a"], 0)], p, "shop-1")
+    assert client.post("/v1/transactions/shop-1/prepare", json={**ident(p), "txn_id": txn_id}).status_code == 200
+
+    listed = json.loads(_outbox(db_url, "transactions", "list", "--min-age-ms", "0").stdout)["transactions"]
+    refused = _outbox(db_url, "transactions", "abort", "shop-1")
+
+    assert [(t["state"], t["awaits_application_decision"]) for t in listed] == [("Prepared", True)]
+    assert (refused.returncode, refused.stdout) == (1, "")
+    assert refused.stderr.startswith("outbox: error: TRANSACTION_PREPARED: transaction of 'shop-1' is Prepared")
+    assert client.get("/v1/transactions/shop-1").json()["state"] == "Prepared"
+    forced = _outbox(db_url, "transactions", "abort", "shop-1", "--force-prepared")
+    assert forced.returncode == 0, forced.stderr
+    assert json.loads(forced.stdout)["state"] == "CompleteAbort"
+
+
 def test_transactions_describe_shows_staged_offsets_metadata_as_committed_nul_and_backslashes_included(
         client: Any, db_url: str) -> None:
     create_topic(client, "t", 1)
@@ -111,3 +130,19 @@ def test_outbox_groups_lag_of_an_unknown_group_is_one_line_and_exit_1(db_url):  
     done = _outbox(db_url, "groups", "lag", "nobody")
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr == "outbox: error: GROUP_ID_NOT_FOUND: no consumer group 'nobody'\n"
+
+
+def test_outbox_groups_list_pages_with_limit_and_after(client, db_url):  # type: ignore[no-untyped-def]
+    create_topic(client, "t", 1)
+    for g in ("b", "a"):
+        assert client.post(f"/v1/groups/{g}/offsets",
+                           json={"offsets": [{"topic": "t", "partition": 0, "offset": 0}]}).status_code == 200
+
+    first = _outbox(db_url, "groups", "list", "--limit", "1")
+    rest = _outbox(db_url, "groups", "list", "--limit", "1", "--after", "a")
+
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout) == {"groups": [{"group_id": "a", "generation_id": None, "member_count": 0}],
+                                        "next_after": "a"}
+    assert json.loads(rest.stdout) == {"groups": [{"group_id": "b", "generation_id": None, "member_count": 0}],
+                                       "next_after": "b"}

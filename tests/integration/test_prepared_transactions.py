@@ -170,11 +170,30 @@ def test_a_prepared_transaction_past_the_maximum_timeout_is_open_but_not_hanging
     assert [t["transactional_id"] for t in old["transactions"]] == [TID]
 
 
-def test_operators_list_prepared_transactions_and_may_abort_one(client: Any, prepared: dict) -> None:
-    listed = client.get("/v1/transactions", params={"state": "Prepared"}).json()["transactions"]
-    assert [(t["transactional_id"], t["txn_id"]) for t in listed] == [(TID, prepared["txn_id"])]
+def test_operators_list_prepared_transactions_marked_as_awaiting_their_application(client: Any,
+                                                                                  prepared: dict) -> None:
+    create_topic(client, "other")
+    other = init_producer(client, "other-app")
+    begin(client, "other-app", other)
 
+    listed = client.get("/v1/transactions", params={"min_age_ms": 0}).json()["transactions"]
+
+    assert sorted((t["transactional_id"], t["state"], t["awaits_application_decision"]) for t in listed) == [
+        ("orders-app", "Prepared", True), ("other-app", "Ongoing", False)]
+
+
+def test_an_operators_abort_refuses_a_prepared_transaction_and_changes_nothing(client: Any, prepared: dict) -> None:
     r = client.post(f"/v1/admin/transactions/{TID}/abort")
+
+    assert (r.status_code, r.json()["error_code"]) == (409, "TRANSACTION_PREPARED")
+    assert "force_prepared" in r.json()["message"]
+    described = client.get(f"/v1/transactions/{TID}").json()
+    assert (described["state"], described["producer_epoch"]) == ("Prepared", prepared["producer_epoch"])
+    assert call(client, "commit", prepared, txn_id=prepared["txn_id"]).json()["state"] == "CompleteCommit"
+
+
+def test_an_operators_abort_forced_aborts_a_prepared_transaction(client: Any, prepared: dict) -> None:
+    r = client.post(f"/v1/admin/transactions/{TID}/abort", params={"force_prepared": True})
 
     assert (r.status_code, r.json()["state"]) == (200, "CompleteAbort")
     fenced = call(client, "commit", prepared, txn_id=prepared["txn_id"])

@@ -34,7 +34,7 @@ from app.storage import migrate
 from app.storage.engine import Database, build_engine
 from tests.conftest import ADMIN_URL, BACKENDS
 from tests.e2e.conftest import START_TIMEOUT_S, free_port
-from tests.helpers import batch, begin, create_topic, init_producer, send, stand_in_http_server
+from tests.helpers import batch, begin, create_topic, ident, init_producer, send, stand_in_http_server
 from tests.outbox_command import logging_kept
 
 STOP_TIMEOUT_S = 30  # how long a stopped server's (or listener's) thread is waited for
@@ -449,6 +449,17 @@ def test_transactions_list_out_of_the_apis_bounds_is_a_usage_error_before_anythi
     assert done.err == f"outbox: error: {message} (see `outbox transactions list --help`)\n"
 
 
+@pytest.mark.parametrize("command", [("transactions", "describe"), ("transactions", "abort"), ("groups", "describe"),
+                                     ("groups", "lag"), ("topics", "describe")])
+def test_an_empty_id_is_a_usage_error_before_anything_is_asked(served, outbox, command) -> None:  # type: ignore[no-untyped-def]
+    done = outbox("--url", served.open_url, *command, "")
+
+    argument = {"transactions": "transactional_id", "groups": "group_id", "topics": "topic"}[command[0]]
+    assert (done.status, done.out) == (EXIT_USAGE, "")
+    assert done.err == (f"outbox: error: argument {argument}: must not be empty "
+                        f"(see `outbox {' '.join(command)} --help`)\n")
+
+
 def test_transactions_list_describe_hanging_and_abort_print_the_https_answers(served, outbox) -> None:  # type: ignore[no-untyped-def]
     name, tid = _topic("x"), _topic("stuck")
     url, http = served.open_url, served.http()
@@ -470,6 +481,27 @@ def test_transactions_list_describe_hanging_and_abort_print_the_https_answers(se
     assert (aborted["state"], aborted["producer_epoch"]) == ("CompleteAbort", p["producer_epoch"] + 1)
     assert aborted == after
     assert set(described) == set(after)
+
+
+def test_transactions_abort_over_http_refuses_a_prepared_one_unless_forced_and_the_table_marks_it(served, outbox) -> None:  # type: ignore[no-untyped-def]
+    name, tid = _topic("x"), _topic("prepared")
+    url, http = served.open_url, served.http()
+    create_topic(http, name, 1)
+    p = init_producer(http, tid)
+    txn_id = begin(http, tid, p)["txn_id"]
+    assert send(http, [batch(name, 0, ["a"], 0)], p, tid).status_code == 200
+    assert http.post(f"/v1/transactions/{tid}/prepare", json={**ident(p), "txn_id": txn_id}).status_code == 200
+
+    table = outbox("--url", url, "transactions", "list", "--transactional-id-prefix", tid, "--table")
+    refused = outbox("--url", url, "transactions", "abort", tid)
+    kept = http.get(f"/v1/transactions/{tid}").json()["state"]
+    forced = outbox("--url", url, "transactions", "abort", tid, "--force-prepared").json
+
+    assert table.out.splitlines()[1].split()[:3] == [tid, "Prepared", "(awaits"]
+    assert (refused.status, refused.out) == (1, "")
+    assert refused.err.startswith("outbox: error: TRANSACTION_PREPARED: ")
+    assert kept == "Prepared"
+    assert forced["state"] == "CompleteAbort"
 
 
 def test_transactions_print_the_same_json_over_http_and_from_the_database(served, outbox, monkeypatch) -> None:  # type: ignore[no-untyped-def]

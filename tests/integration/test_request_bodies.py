@@ -300,3 +300,25 @@ def test_an_oversized_send_is_refused_before_any_record_is_built(client: Any, mo
     limit = client.app.state.services.settings.max_records_per_request
     body = b'{"batches":[{"topic":"t","partition":0,"records":[' + b",".join([b"{}"] * (limit + 1)) + b"]}]}"
     assert "(OUTBOX_MAX_RECORDS_PER_REQUEST)" in refusal(post(client, "/v1/records", body), 413, "RECORD_LIST_TOO_LARGE")
+
+
+def test_a_new_api_key_takes_no_fields_and_one_named_is_refused_creating_no_key(client: Any) -> None:
+    refused = post(client, "/v1/principals/User:x/api-keys", b'{"x": 1}')
+    listed = client.get("/v1/principals").json()["principals"]
+    taken = [post(client, "/v1/principals/User:x/api-keys", body).status_code for body in (b"", b"{}")]
+
+    assert (refused.status_code, refused.json()["error_code"]) == (422, "INVALID_REQUEST")
+    assert refused.json()["details"]["errors"] == [{"field": "body", "problem": "Object contains unknown field `x`"}]
+    assert listed == []
+    assert taken == [201, 201]
+
+
+def test_delete_acls_with_its_filter_in_a_body_is_told_the_filter_is_the_query_strings(client: Any) -> None:
+    assert post(client, "/v1/acls", b'{"acls": [{"principal": "User:x", "resource_type": "topic", '
+                b'"resource_name": "t", "operation": "read", "permission": "allow"}]}').status_code == 200
+
+    r = client.request("DELETE", "/v1/acls", content=b'{"principal": "User:x"}', headers=JSON)
+
+    assert (r.status_code, r.json()["error_code"]) == (400, "INVALID_REQUEST")
+    assert r.json()["message"].startswith("DELETE /v1/acls takes no body: give its filter as query parameters")
+    assert len(client.get("/v1/acls").json()["acls"]) == 1

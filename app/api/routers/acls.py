@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Depends, Path, Query
 
 from app.api.deps import ServicesDep
 from app.api.errors import documented
-from app.api.json_body import json_body
+from app.api.json_body import json_body, refuse_body, refuse_fields
 from app.api.schemas.acls import (
     PRINCIPAL_PATTERN,
     AclBindingOut,
@@ -98,21 +98,27 @@ def create_acls(body: Annotated[CreateAclsRequest, json_body(CreateAclsRequest)]
                                     for b, new in zip(bindings, added, strict=True)])
 
 
+_QUERY_ONLY = refuse_body("DELETE /v1/acls takes no body: give its filter as query parameters "
+                          "(?principal=…&resource_type=…); the bindings that match them all are deleted")
+
+
 @router.delete("", operation_id="delete_acls", response_model=DeleteAclsResponse,
                responses=documented(400, 401, 403))
 def delete_acls(
-    services: ServicesDep, access: AccessDep,
+    services: ServicesDep, access: AccessDep, _: Annotated[None, _QUERY_ONLY],
     principal: PrincipalQuery = None, resource_type: ResourceType | None = None, resource_name: NameQuery = None,
     pattern_type: PatternType | None = None, operation: Operation | None = None,
     permission: Permission | None = None,
 ) -> DeleteAclsResponse:
     """Delete the ACL bindings that match every parameter given (Kafka's DeleteAcls); at least
-    one parameter, so that no mistyped request deletes them all. Needs ALTER on the cluster."""
+    one parameter, so that no mistyped request deletes them all. The parameters are the query
+    string's; a body is refused. Needs ALTER on the cluster."""
     access.require(Operation.ALTER, CLUSTER)
     match = _filter(principal, resource_type, resource_name, pattern_type, operation, permission)
     if match.matches_everything:
         raise InvalidRequest("name at least one of principal, resource_type, resource_name, pattern_type, "
-                             "operation, permission: the bindings that match them all are deleted")
+                             "operation, permission as query parameters: the bindings that match them all "
+                             "are deleted")
     removed = services.security.remove_acls(match, by=access.principal)
     return DeleteAclsResponse(deleted=[AclBindingOut.of(b) for b in removed])
 
@@ -132,8 +138,9 @@ def list_principals(services: ServicesDep, access: AccessDep) -> PrincipalList:
 
 
 @principals_router.post("/{principal}/api-keys", status_code=201, operation_id="create_api_key",
-                        response_model=CreatedApiKey, responses=documented(400, 401, 403))
-def create_api_key(principal: PrincipalPath, services: ServicesDep, access: AccessDep) -> CreatedApiKey:
+                        response_model=CreatedApiKey, responses=documented(400, 401, 403, 415))
+def create_api_key(principal: PrincipalPath, services: ServicesDep, access: AccessDep,
+                   _: Annotated[None, Depends(refuse_fields)]) -> CreatedApiKey:
     """A new API key for the principal (User:<name>): the answer holds the key, which is never
     shown again. Needs ALTER on the cluster."""
     access.require(Operation.ALTER, CLUSTER)

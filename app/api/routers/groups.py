@@ -32,6 +32,7 @@ from app.api.waiting import WaitingPrincipal, unless_disconnected
 from app.domain import acl
 from app.domain.acl import Operation
 from app.domain.errors import InvalidRequest, UnstableOffsetCommit
+from app.domain.group import GROUP_LIST_DEFAULT, GROUP_LIST_MAX
 from app.domain.offsets import (
     NO_LEADER_EPOCH,
     GroupMetadata,
@@ -74,15 +75,25 @@ def _offsets(group_id: str, rows: list) -> GroupOffsets:  # type: ignore[type-ar
     )
 
 
-@router.get("", operation_id="list_groups", response_model=GroupList, responses=documented(401))
-def list_groups(services: ServicesDep, access: AccessDep) -> GroupList:
-    """Kafka's ListGroups: every group with members, committed offsets or offsets staged in a
-    transaction, that the principal may describe (all of them with describe on the cluster)."""
+@router.get("", operation_id="list_groups", response_model=GroupList, responses=documented(400, 401))
+def list_groups(
+    services: ServicesDep, access: AccessDep,
+    limit: Annotated[int, Query(ge=1, le=GROUP_LIST_MAX)] = GROUP_LIST_DEFAULT,
+    after: Annotated[str | None, Query(
+        min_length=1, max_length=ID_MAX_LENGTH, pattern=ID_PATTERN, description=(
+            "only the group ids after this one: a previous answer's `next_after`, to continue a list it cut"),
+    )] = None,
+) -> GroupList:
+    """Kafka's ListGroups: the groups with members, committed offsets or offsets staged in a
+    transaction, that the principal may describe (all of them with describe on the cluster), in
+    group id order. A list cut by `limit`, or by the ids one request reads, answers
+    `next_after`: pass it as `after` for the rest."""
     every = access.allows(Operation.DESCRIBE, acl.CLUSTER)  # Kafka: describe on the cluster lists them all
+    page = services.groups.list_page(
+        limit, after, None if every else (lambda g: access.allows(Operation.DESCRIBE, acl.group(g))))
     return GroupList(groups=[GroupListing(group_id=g.group_id, generation_id=g.generation_id,
-                                          member_count=g.member_count)
-                             for g in services.groups.list()
-                             if every or access.allows(Operation.DESCRIBE, acl.group(g.group_id))])
+                                          member_count=g.member_count) for g in page.groups],
+                     next_after=page.next_after)
 
 
 @router.get("/{group_id}/lag", operation_id="describe_group_lag", response_model=GroupLag,

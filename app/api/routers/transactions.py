@@ -50,6 +50,7 @@ def _summary(meta: TransactionMetadata, now_ms: int) -> TransactionSummary:
         age_ms=meta.age_ms(now_ms),
         updated_ms=meta.updated_ms,
         transaction_version=meta.transaction_version,
+        awaits_application_decision=meta.state is TransactionState.PREPARED,
     )
 
 
@@ -254,13 +255,18 @@ admin_router = APIRouter(prefix="/v1/admin/transactions", tags=["admin"])
 
 @admin_router.post("/{transactional_id}/abort", operation_id="admin_abort_transaction",
                    response_model=TransactionDescription, responses=documented(401, 403, 404, 409))
-def admin_abort_transaction(transactional_id: TransactionalIdPath, services: ServicesDep,
-                            access: AccessDep) -> TransactionDescription:
-    """Operator abort of a transaction not decided yet (Ongoing or Prepared), without its
-    producer: the epoch is bumped as on timeout, so the producer is fenced if it comes back.
-    Abort a Prepared transaction only once its application's own database is known not to
-    have committed it. Needs ALTER or CLUSTER_ACTION on the cluster: the abort writes markers as the cluster
+def admin_abort_transaction(
+    transactional_id: TransactionalIdPath, services: ServicesDep, access: AccessDep,
+    force_prepared: Annotated[bool, Query(description=(
+        "abort a Prepared transaction too: without it one is refused (409 TRANSACTION_PREPARED), as its "
+        "application decides it and its own database may have committed its side already"))] = False,
+) -> TransactionDescription:
+    """Operator abort of a transaction not decided yet (Ongoing, or Prepared with
+    `force_prepared`), without its producer: the epoch is bumped as on timeout, so the producer
+    is fenced if it comes back. Force the abort of a Prepared transaction only once its
+    application's own database is known not to have committed it. Needs ALTER or CLUSTER_ACTION on the cluster: the abort writes markers as the cluster
     does, which Kafka's authorizer lets either operation do; as Kafka's, ALTER is asked
     silently and a refusal names (and audits) CLUSTER_ACTION."""
     access.require_any([(Operation.ALTER, acl.CLUSTER), (Operation.CLUSTER_ACTION, acl.CLUSTER)])
-    return _description(services.coordinator.admin_abort(transactional_id), services.clock(), access)
+    return _description(services.coordinator.admin_abort(transactional_id, force_prepared=force_prepared),
+                        services.clock(), access)

@@ -18,6 +18,7 @@ from app.api.schemas.common import (
     RequestBody,
     TopicName,
 )
+from app.domain.group import GROUP_LIST_EXAMINED_MAX
 from app.domain.offsets import MAX_PARTITIONS_PER_REQUEST, ReadOrder, ResetTo
 from app.domain.types import MAX_INT64
 from app.services import group_offsets, group_service
@@ -156,6 +157,10 @@ class GroupListing(BaseModel):
 
 class GroupList(BaseModel):
     groups: list[GroupListing]
+    next_after: str | None = Field(default=None, description=(
+        f"set when the list was cut, by `limit` or by the group ids one request reads ({GROUP_LIST_EXAMINED_MAX:,} "
+        "at most, those the principal may not describe included); more may follow: ask again with `after` set "
+        "to it. null: nothing is left"))
 
 
 class PartitionLag(BaseModel):

@@ -120,6 +120,10 @@ class TransactionSummary(BaseModel):
     updated_ms: int
     transaction_version: int = Field(description="the transaction protocol version its producer chose at "
                                      "InitProducerId: under 2, each Commit and Abort answers a new producer_epoch")
+    awaits_application_decision: bool = Field(description=(
+        "Prepared: open, but its outcome is its application's to decide (a Commit or Abort from the owner of "
+        "the transactional id), and its application's own database may have committed its side already; an "
+        "operator's abort refuses it unless forced (`force_prepared`, `--force-prepared`)"))
 
 
 class TransactionDescription(TransactionSummary):

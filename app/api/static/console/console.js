@@ -758,10 +758,16 @@
     const [t, permitted] = await Promise.all([api(`/v1/transactions/${enc(id)}`), clusterOperations()]);
     const abortable = ["Ongoing", "Prepared"].includes(t.state);
     const abort = h("button", { class: "danger", id: "abort", disabled: !abortable, onclick: async () => {
-      if (!confirm(`Abort transaction ${t.txn_id} of ${id}? Its records are never shown to read_committed readers, ` +
+      // A Prepared transaction is its application's to decide: the service refuses an operator's
+      // abort of one unless forced, so the confirmation says why before it forces.
+      const prepared = t.state === "Prepared";
+      if (!confirm((prepared ? `Transaction ${t.txn_id} of ${id} is Prepared: its application decides it, and its ` +
+        "own database may have committed its side already. Abort it only if that database is known not to have. " : "") +
+        `Abort transaction ${t.txn_id} of ${id}? Its records are never shown to read_committed readers, ` +
         "its staged offsets are dropped, and its producer is fenced (epoch bump).")) return;
       try {
-        const after = await api(`/v1/admin/transactions/${enc(id)}/abort`, { method: "POST" });
+        const forced = prepared ? "?force_prepared=true" : "";
+        const after = await api(`/v1/admin/transactions/${enc(id)}/abort${forced}`, { method: "POST" });
         await route();
         showNotice(`Aborted: ${id} is ${after.state}.`);
       } catch (e) { showError(e, "Abort"); }
