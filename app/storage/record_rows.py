@@ -52,6 +52,7 @@ BYTES_RECORD_COLUMNS = tuple({"key": "key_bytes", "value": "value_bytes"}.get(c,
 # its id (_self_committed). Never both: markers are written with a transaction's batches only.
 _NO_CONTROL_TYPE = (("control_type",), (None,))
 _SELF_COMMITTED = (("self_committed",), (True,))
+_WITH_MARKERS = (*DATA_RECORD_COLUMNS, *_NO_CONTROL_TYPE[0])
 
 
 def _self_committed(producer_id: int | None) -> tuple[tuple[str, ...], tuple]:
@@ -61,7 +62,6 @@ def _self_committed(producer_id: int | None) -> tuple[tuple[str, ...], tuple]:
     if producer_id is None:
         return _SELF_COMMITTED
     return (*_SELF_COMMITTED[0], "producer_id"), (*_SELF_COMMITTED[1], producer_id)
-_WITH_MARKERS = (*DATA_RECORD_COLUMNS, *_NO_CONTROL_TYPE[0])
 
 
 def _copy_fields(values: tuple) -> str:
@@ -282,7 +282,8 @@ def _check_line_order() -> None:
     record with a distinct field in every column, through both of its ways (with headers, and
     without, where the constant fields are folded into the row's format), and with each kind of
     columns after them (the markers', a self-committed record's with a producer id or without)
-    as _batch_rows_with's rows have them. Run at import, so that a change to one order and not the other cannot load."""
+    as _batch_rows_with's rows have them. Run at import, so that a change to one order and not
+    the other cannot load."""
     for record in (RecordToAppend("k", "v", "h", 4), RecordToAppend("k", "v", None, 4)):
         batch = BatchToAppend(1, 2, [record])
         for extra in ((), _NO_CONTROL_TYPE[1], _SELF_COMMITTED[1], _self_committed(12)[1]):

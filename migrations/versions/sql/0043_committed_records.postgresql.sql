@@ -39,10 +39,10 @@ UNION ALL
 -- batch's at the batch's position (its COMMIT marker's offset); a marker's row has no position,
 -- so a marker is never data. Plain batches written before 0041 and idempotent ones written
 -- before 0043 (or by a process older than it) are not flagged and are read here, as they
--- always were. batch_position is the batch's own
--- position: a reader bounds it as well as commit_position, because a bound on commit_position
--- (a CASE over both tables) is only a filter, and alone it walks every committed batch of the
--- partition (ix_record_batches_committed_joined holds the batches read here, in that order).
+-- always were. batch_position is the batch's own position: a reader bounds it as well as
+-- commit_position, because a bound on commit_position (a CASE over both tables) is only a
+-- filter, and alone it walks every committed batch of the partition
+-- (ix_record_batches_committed_joined holds the batches read here, in that order).
 SELECT t.name AS topic, b.topic_id, b."partition", r."offset",
        CASE WHEN b.txn_id IS NULL THEN r."offset" ELSE b.commit_position END AS commit_position,
        r.timestamp_ms, r.key, r.value, r.headers, b.producer_id,
