@@ -99,13 +99,12 @@ def write_records(conn: Connection, appended: list[tuple[BatchToAppend, int]],
         else:
             dialect.bulk_insert(conn, records, _WITH_MARKERS, _rows(appended, _NO_CONTROL_TYPE[1]) + markers)
     elif appended:
-        columns = (*DATA_RECORD_COLUMNS, *extra[0])
         if postgresql:
-            dialect.copy_pieces(conn, records, columns, _copy_pieces(appended, extra[1]))
+            dialect.copy_pieces(conn, records, (*DATA_RECORD_COLUMNS, *extra[0]), _copy_pieces(appended, extra[1]))
         else:
-            dialect.bulk_insert(conn, records, columns, _rows(appended, extra[1]))
+            dialect.bulk_insert(conn, records, DATA_RECORD_COLUMNS, _rows(appended), dict(zip(*extra)))
     if bytes_appended:
-        dialect.bulk_insert(conn, records, (*BYTES_RECORD_COLUMNS, *extra[0]), _rows(bytes_appended, extra[1]))
+        dialect.bulk_insert(conn, records, BYTES_RECORD_COLUMNS, _rows(bytes_appended), dict(zip(*extra)))
     if postgresql and locked:
         _leaves_known(conn).update(locked)
 
