@@ -10,7 +10,7 @@ tree to compare them), a topic `scan` of one partition and --records records, ea
 migration 0041 on each flagged self-committed); with --writer idempotent, in batches of
 --batch-records records of one idempotent producer, each appended by the service's appender
 (app.storage.append.append_batches, as an idempotent Send appends) in a database transaction
-of its own (from migration 0043 on each flagged self-committed). Then rounds, after a warm-up round, each
+of its own (from migration 0044 on each flagged self-committed). Then rounds, after a warm-up round, each
 reading both ways in an order shuffled afresh from a printed --seed, by `COPY (SELECT ...) TO
 STDOUT` through psycopg (every row sent as text, as a JDBC read fetches it), the output
 discarded; --jit on or off as a session setting (the service reads with jit off).

@@ -157,7 +157,7 @@ CASES = [
     Case("each partition has its own offsets", (Record("p1"),), partition=1,
          stored=(Stored(0, '"p1"', partition=1),)),
     # An idempotent batch in no transaction is committed by its append, as a plain one is: its
-    # records are self-committed, each carrying its producer's id (migration 0043).
+    # records are self-committed, each carrying its producer's id (migration 0044).
     Case("an idempotent producer's records are self-committed with its id",
          (Record("a"), Record("b", key="k")), idempotent=True, appenders=(SEND, KAFKA),
          stored=(Stored(1, '"a"', idempotent=True), Stored(2, '"b"', key="k", idempotent=True))),

@@ -17,12 +17,12 @@ holes retention and compaction left:
   producer;
 - a plain batch is committed at its last offset;
 - a data batch is flagged self_committed exactly when it is in no transaction (migration 0041
-  flagged those with no producer, 0043 an idempotent producer's too; a log written as before
+  flagged those with no producer, 0044 an idempotent producer's too; a log written as before
   them, `unflagged_allowed`, may leave such a batch unflagged, never flag another), and every
   record of a batch's run is flagged as its batch is (the view committed_records reads a
   flagged record without its batch row, an unflagged one through it: a record flagged unlike
   its batch would be read twice or never); a marker is never flagged;
-- a record's producer_id (migration 0043) is its batch's producer id where the batch is
+- a record's producer_id (migration 0044) is its batch's producer id where the batch is
   flagged (the view reads it there without the batch row), NULL everywhere else;
 - a transactional batch's outcome is its transaction's marker in the partition, which lies
   past it: committed at the COMMIT marker's offset, aborted (no position) by an ABORT marker,
@@ -66,7 +66,7 @@ def assert_batch_rows_match(db: str | Engine | Connection, *, counters: bool = T
     partitions' counters count them (module docstring). `db`: a database URL, an engine to
     connect with, or an open connection (read in its transaction). Without `counters`: a log
     a test built with SQL of its own, which keeps no counters. `unflagged_allowed`: batches in
-    no transaction may be unflagged, as a writer before 0041 (0043 for an idempotent one) left
+    no transaction may be unflagged, as a writer before 0041 (0044 for an idempotent one) left
     them."""
     if isinstance(db, str):
         engine = create_engine(db)
@@ -93,7 +93,7 @@ def batch_row_problems(conn: Connection, *, unflagged_allowed: bool = False) -> 
     if not conn.execute(select(or_(select(records.c.offset).exists(),
                                    select(record_batches.c.base_offset).exists()))).scalar_one():
         return []
-    # A database below 0041 (a migration's test) has no flags: none is flagged. Below 0043 its
+    # A database below 0041 (a migration's test) has no flags: none is flagged. Below 0044 its
     # records have no producer_id: none has one, and an idempotent batch is never flagged.
     columns = {c["name"] for c in inspect(conn).get_columns("records")}
     flagged = "self_committed" in columns
@@ -190,7 +190,7 @@ def _producer_problems(batches: list, producers: list, first_offsets: dict[int, 
 @dataclass(frozen=True)
 class _FlagRule:
     """Which data batches must be flagged self_committed: those in no transaction, an
-    idempotent producer's only `with_producers` (records.producer_id, 0043); `unflagged_allowed`:
+    idempotent producer's only `with_producers` (records.producer_id, 0044); `unflagged_allowed`:
     such a batch may be unflagged too (a log as a writer before them left it)."""
     with_producers: bool
     unflagged_allowed: bool

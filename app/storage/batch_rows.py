@@ -50,7 +50,7 @@ def self_committed(txn_id: int | None) -> bool:
     its own offset, as every writer writes them with its row (and an idempotent batch's
     sequence state) in one database transaction. A transactional batch's records exist before
     their commit; a marker is never data. An idempotent batch's records carry its producer id
-    (records.producer_id, migration 0043), which the view reads without the batch row."""
+    (records.producer_id, migration 0044), which the view reads without the batch row."""
     return txn_id is None
 
 

@@ -57,7 +57,7 @@ _WITH_MARKERS = (*DATA_RECORD_COLUMNS, *_NO_CONTROL_TYPE[0])
 
 def _self_committed(producer_id: int | None) -> tuple[tuple[str, ...], tuple]:
     """The columns and values a self-committed batch's records carry: a producer's batch its
-    producer id too, the one the view reads for them (migration 0043); a batch with no producer
+    producer id too, the one the view reads for them (migration 0044); a batch with no producer
     leaves producer_id to its NULL default, a field less a line."""
     if producer_id is None:
         return _SELF_COMMITTED

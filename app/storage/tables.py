@@ -182,7 +182,7 @@ records = Table(
     # reads as a range of this table, without its batch row. False for everything else,
     # and for every record written before 0041.
     Column("self_committed", Flag, nullable=False, server_default=false()),
-    # The producer id of a self-committed idempotent batch (migration 0043), its row's, which
+    # The producer id of a self-committed idempotent batch (migration 0044), its row's, which
     # the view's range of self-committed records reads without that row. NULL for every other
     # record: a batch's producer is its row's alone, read through it.
     Column("producer_id", BigInteger, nullable=True),
@@ -261,7 +261,7 @@ record_batches = Table(
     Column("state", String(10), nullable=True),
     Column("commit_position", BigInteger, nullable=True),
     # A data batch not in a transaction (with no producer since migration 0041, an idempotent
-    # producer's since 0043; such batches written before keep false), written with its
+    # producer's since 0044; such batches written before keep false), written with its
     # records in one database transaction:
     # its records are committed exactly when they exist, each at its own offset, and are
     # flagged too (records.self_committed). The view committed_records reads them without this

@@ -2,7 +2,7 @@
 
 Generated logs of one partition, written straight into the tables: plain records (each plain
 batch with no producer or an idempotent producer's, flagged self-committed as the writers since
-migrations 0041 and 0043 write it, an idempotent one's records carrying its producer id, or not,
+migrations 0041 and 0044 write it, an idempotent one's records carrying its producer id, or not,
 as a writer before them left it, which the view reads through its batch row), batches of
 up to three transactions interleaving with them and with each other, each transaction
 committed, aborted or left open; then compaction's holes (data records deleted anywhere, a batch's
@@ -112,7 +112,7 @@ class Log:
     # record_batches.self_committed, migration 0041); the other plain batches as before it.
     self_committed: set[int]
     # The base offsets of the plain batches that are IDEMPOTENT_PRODUCER_ID's (flagged or not:
-    # migration 0043, or before it); the others have no producer.
+    # migration 0044, or before it); the others have no producer.
     idempotent: set[int] = field(default_factory=set)
 
 

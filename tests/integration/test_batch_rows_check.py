@@ -146,7 +146,7 @@ def test_an_idempotent_batch_left_unflagged_is_found(client: Any, db_url: str) -
             conn.execute(update(records).where(records.c.offset >= 1).values(self_committed=False, producer_id=None))
             assert batch_row_problems(conn) == [
                 f"partition (1, 0): batch row at 1: not self-committed, with producer {producer_id} and no transaction"]
-            # As a writer before 0043 left it: read through its batch row.
+            # As a writer before 0044 left it: read through its batch row.
             assert batch_row_problems(conn, unflagged_allowed=True) == []
     finally:
         engine.dispose()

@@ -232,7 +232,7 @@ def _scans_of(node: dict, out: list[tuple[str, str | None, int]]) -> list[tuple[
 def test_a_read_of_the_view_over_self_committed_records_is_a_range_of_the_records_alone(  # type: ignore[no-untyped-def]
         services, database, idempotent) -> None:
     """A partition appended by plain Sends only, or by an idempotent producer's (self-committed
-    batches, docs/DESIGN-batches.md; an idempotent one since migration 0043, its records
+    batches, docs/DESIGN-batches.md; an idempotent one since migration 0044, its records
     carrying its producer id), read through the view as Spark bounds it: the window is one
     range of the records' primary key, and no batch row is read. On SQLite, the plan's first
     part (the self-committed records) searches the topic, the partition and the records' range

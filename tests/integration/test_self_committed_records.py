@@ -1,4 +1,4 @@
-"""Self-committed records (docs/DESIGN-batches.md, migrations 0041 and 0043): a data batch in
+"""Self-committed records (docs/DESIGN-batches.md, migrations 0041 and 0044): a data batch in
 no transaction, with no producer or an idempotent producer's, is flagged self_committed, on its
 row and on each of its records (an idempotent one's records carrying its producer id), by the
 Send's writer whatever the topic's format (tests/integration/test_appenders.py holds every

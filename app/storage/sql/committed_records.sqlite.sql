@@ -6,7 +6,7 @@ CREATE VIEW committed_records AS
 -- test).
 --
 -- 1. Self-committed records ("Self-committed records" in docs/DESIGN-batches.md): those of a
--- batch in no transaction, written since migration 0041 (with no producer) or 0043 (an
+-- batch in no transaction, written since migration 0041 (with no producer) or 0044 (an
 -- idempotent producer's). Such a batch's row, its records (and an idempotent one's sequence
 -- state) are written in one database transaction, and its records are committed at their own
 -- offsets, so a record that exists is committed, at its offset: it is read as one range of
@@ -41,7 +41,7 @@ UNION ALL
 -- commit position; a plain batch's record is exposed at its own offset, a transactional
 -- batch's at the batch's position (its COMMIT marker's offset); a marker's row has no position,
 -- so a marker is never data. Plain batches written before 0041 and idempotent ones written
--- before 0043 (or by a process older than it) are not flagged and are read here, as they
+-- before 0044 (or by a process older than it) are not flagged and are read here, as they
 -- always were. batch_position is the batch's own position: a reader bounds it as well as
 -- commit_position, because a bound on commit_position (a CASE over both tables) is only a
 -- filter, and alone it walks every committed batch of the partition.

@@ -1,6 +1,6 @@
 """Self-committed idempotent batches (docs/DESIGN-batches.md, "Self-committed records"):
 `records` gains a nullable `producer_id` (BIGINT), and the view committed_records's range of
-self-committed records reads it (sql/0043_committed_records.*.sql), so that an idempotent
+self-committed records reads it (sql/0044_committed_records.*.sql), so that an idempotent
 producer's batch in no transaction can be flagged self-committed as a batch with no producer is
 since 0041.
 
@@ -18,7 +18,7 @@ PostgreSQL adding a nullable column without a default changes the catalog only (
 EXCLUSIVE: replacing the trigger on `partitions` needs SHARE ROW EXCLUSIVE of it, and an
 appender takes a partition's row before `records`, so both are taken in one try) a moment at a
 time (migrations.locks). The view of every partition, outbox.create_partition_view
-(sql/0043_record_leaves.postgresql.sql rendered with the new view, as 0042 rendered its own) and
+(sql/0044_record_leaves.postgresql.sql rendered with the new view, as 0042 rendered its own) and
 each partition's view are made again, keeping their grants (CREATE OR REPLACE).
 
 The downgrade first unflags the idempotent batches flagged since (their rows and records), so
@@ -26,8 +26,8 @@ that 0042's view, whose first part reads no producer id, reads them through thei
 with it, as it reads every idempotent batch; then it puts 0042's view and partition views back
 (0041's view on SQLite) and drops the column.
 
-Revision ID: 0043
-Revises: 0042
+Revision ID: 0044
+Revises: 0043
 Create Date: 2026-12-06
 """
 
@@ -38,12 +38,12 @@ from alembic import op
 from migrations import locks
 from migrations.sql_files import dollar_quoted, run_sql_file, sql_file
 
-revision = "0043"
-down_revision = "0042"
+revision = "0044"
+down_revision = "0043"
 branch_labels = None
 depends_on = None
 
-# The renderings of sql/0043_committed_records.postgresql.sql (and of the downgrade's copy of
+# The renderings of sql/0044_committed_records.postgresql.sql (and of the downgrade's copy of
 # 0042's, the same markers): the view of every log partition, and each partition's (a format()
 # string of outbox.create_partition_view: %1$I the view's name, %2$s and %3$s the partition's
 # topic id and number), as 0041 rendered them.
@@ -75,11 +75,11 @@ def upgrade() -> None:
     if op.get_bind().dialect.name == "sqlite":
         op.execute("ALTER TABLE records ADD COLUMN producer_id BIGINT")
         op.execute("DROP VIEW committed_records")
-        run_sql_file("0043_committed_records.sqlite.sql", dialect="sqlite")
+        run_sql_file("0044_committed_records.sqlite.sql", dialect="sqlite")
         return
-    locks.take(("partitions", "records"), "ACCESS EXCLUSIVE", "0043")
+    locks.take(("partitions", "records"), "ACCESS EXCLUSIVE", "0044")
     op.execute("ALTER TABLE records ADD COLUMN producer_id bigint")
-    _partition_views("0043_committed_records.postgresql.sql", "0043_record_leaves.postgresql.sql")
+    _partition_views("0044_committed_records.postgresql.sql", "0044_record_leaves.postgresql.sql")
 
 
 def downgrade() -> None:
@@ -88,14 +88,14 @@ def downgrade() -> None:
         op.execute(_UNFLAG_RECORDS)
         op.execute(_UNFLAG_BATCHES)
         op.execute("ALTER TABLE records DROP COLUMN producer_id")
-        run_sql_file("0043_downgrade_committed_records.sqlite.sql", dialect="sqlite")
+        run_sql_file("0044_downgrade_committed_records.sqlite.sql", dialect="sqlite")
         return
-    locks.take(("partitions", "records"), "ACCESS EXCLUSIVE", "0043")
+    locks.take(("partitions", "records"), "ACCESS EXCLUSIVE", "0044")
     op.execute(_UNFLAG_RECORDS)
     op.execute(_UNFLAG_BATCHES)
     # 0042's views read no records.producer_id: CREATE OR REPLACE (their grants kept), then
     # the column may go.
-    _partition_views("0043_downgrade_committed_records.postgresql.sql", "0043_downgrade_record_leaves.postgresql.sql")
+    _partition_views("0044_downgrade_committed_records.postgresql.sql", "0044_downgrade_record_leaves.postgresql.sql")
     # The views of a deleted topic's partitions, whose rows of `partitions` are gone while its
     # purge is pending (the log cleaner drops them with its leaves): _partition_views made
     # those of existing partitions only, and theirs still read producer_id, which could then not

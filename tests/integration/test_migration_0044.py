@@ -1,4 +1,4 @@
-"""Upgrading to 0043 (self-committed idempotent batches) and back, on SQLite and PostgreSQL:
+"""Upgrading to 0044 (self-committed idempotent batches) and back, on SQLite and PostgreSQL:
 the rows written before it keep their flags (a plain batch flagged by 0041's writers, an
 idempotent one not) and read through the view as they did, with no producer id on any record;
 an idempotent batch appended after it, by a Send's writer, is flagged, its records carrying its
@@ -21,7 +21,7 @@ from tests.migration_helpers import at_revision, connected, topic_t
 
 _PARTITIONS = 'INSERT INTO partitions (topic_id, "partition", next_offset, log_start_offset) VALUES (1, 0, 6, 0), (1, 1, 0, 0)'
 # A plain batch [0, 2) as 0041's writers flag it, an idempotent producer's [2, 3) (not flagged
-# before 0043), a transaction's [3, 5) committed by its marker at 5.
+# before 0044), a transaction's [3, 5) committed by its marker at 5.
 _RECORDS = ('INSERT INTO records (topic_id, "partition", "offset", timestamp_ms, value, control_type, self_committed) '
             "VALUES (1, 0, 0, 1, '0', NULL, TRUE), (1, 0, 1, 1, '1', NULL, TRUE), (1, 0, 2, 1, '2', NULL, FALSE), "
             "(1, 0, 3, 1, '3', NULL, FALSE), (1, 0, 4, 1, '4', NULL, FALSE), (1, 0, 5, 1, NULL, 'COMMIT', FALSE)")
@@ -87,13 +87,13 @@ def _send(url: str, partition: int, values: list[str], producer_id: int | None, 
                        transactional_id=None, txn_id=None, now_ms=1)
 
 
-def test_0043_flags_the_idempotent_batches_written_after_it_and_the_downgrade_unflags_them(empty_url: str) -> None:
-    config = at_revision(empty_url, "0042", topic_t(2), _PARTITIONS, _RECORDS, _BATCHES, _STATE)
+def test_0044_flags_the_idempotent_batches_written_after_it_and_the_downgrade_unflags_them(empty_url: str) -> None:
+    config = at_revision(empty_url, "0043", topic_t(2), _PARTITIONS, _RECORDS, _BATCHES, _STATE)
     assert _view(empty_url) == _BEFORE
     before = _definitions(empty_url)
     batch_flags = [(0, 0, True), (0, 2, False), (0, 3, False), (0, 5, False)]
 
-    command.upgrade(config, "0043")
+    command.upgrade(config, "0044")
     assert _view(empty_url) == _BEFORE
     # Nothing stored is rewritten: the idempotent batch at 2 keeps its flag, false.
     assert _records(empty_url) == [(0, o, o < 2, None) for o in range(6)]
@@ -111,7 +111,7 @@ def test_0043_flags_the_idempotent_batches_written_after_it_and_the_downgrade_un
     assert _batch_flags(empty_url) == batch_flags + [(0, 6, True), (1, 0, True), (1, 1, True)]
     assert_batch_rows_match(empty_url, counters=False, unflagged_allowed=True)
 
-    command.downgrade(config, "0042")
+    command.downgrade(config, "0043")
     assert _records(empty_url) is None
     assert _definitions(empty_url) == before
     # The idempotent batches flagged since are unflagged, and read through their batch rows
@@ -121,5 +121,5 @@ def test_0043_flags_the_idempotent_batches_written_after_it_and_the_downgrade_un
     assert_batch_rows_match(empty_url, counters=False, unflagged_allowed=True)
 
     # Upgraded again, the same rows read the same, the unflagged ones through their batch rows.
-    command.upgrade(config, "0043")
+    command.upgrade(config, "0044")
     assert _view(empty_url) == [r[:7] + ((7 if r[1:3] == (0, 6) else r[7]),) for r in after]
