@@ -121,10 +121,10 @@ class StatementClock:
 _LAST = ("COMMIT", "Python", "whole")
 
 
-def account(kind: str, rounds: int, seed: int, synchronous: str) -> None:
+def account(kind: str, rounds: int, seed: int, synchronous: str, scratch_name: str = "idemsend") -> None:
     rng = random.Random(seed)
     wal_pages: dict[str, list[float]] = {k: [] for k in KINDS}
-    with scratch_database(kind, "idemsend") as url:
+    with scratch_database(kind, scratch_name) as url:
         settings = Settings(database_url=url, run_coordinator=False, auto_migrate=False)
         db = Database(build_engine(url, pool_size=2, sqlite_synchronous=synchronous), sqlite_synchronous=synchronous)
         services = Services.build(settings, db, lambda: int(time.time() * 1000))
@@ -194,10 +194,11 @@ def account(kind: str, rounds: int, seed: int, synchronous: str) -> None:
           f"{statistics.median(pairs):.3f}, CPU {statistics.median(cpu_pairs):.3f}\n")
 
 
-def http(kind: str, rounds: int, seed: int, trees: dict[str, Path], turn_seconds: float) -> None:
+def http(kind: str, rounds: int, seed: int, trees: dict[str, Path], turn_seconds: float,
+         scratch_name: str = "idemhttp") -> None:
     rng = random.Random(seed)
     body_records = _records(BATCH)
-    with scratch_database(kind, "idemhttp", migrate_with=tuple(trees.values())) as url:
+    with scratch_database(kind, scratch_name, migrate_with=tuple(trees.values())) as url:
         services = {side: Service(url, root) for side, root in trees.items()}
         try:
             clients = {}
@@ -280,16 +281,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before", type=Path, default=None, help="http: the 'before' tree, beside this one")
     parser.add_argument("--synchronous", choices=["FULL", "NORMAL"], default="FULL",
                         help="SQLite's synchronous (the service's default FULL: an fsync at every commit)")
+    parser.add_argument("--scratch-name", default=None,
+                        help="the scratch database's name within outbox_<name>_<random> (PostgreSQL; "
+                             "default idemsend, idemhttp)")
     parser.add_argument("--turn-seconds", type=float, default=0.0,
                         help="http: each turn's length, as run.py's (0: one Send a turn)")
     args = parser.parse_args(argv)
     seed = random.randrange(1 << 16) if args.seed is None else args.seed
     print(f"# {os.cpu_count()} cores; load average {os.getloadavg()[0]:.2f} at the start\n")
     if args.what == "account":
-        account(args.db, args.rounds, seed, args.synchronous)
+        account(args.db, args.rounds, seed, args.synchronous, args.scratch_name or "idemsend")
     else:
         trees = {"after": ROOT} if args.before is None else {"before": args.before, "after": ROOT}
-        http(args.db, args.rounds, seed, trees, args.turn_seconds)
+        http(args.db, args.rounds, seed, trees, args.turn_seconds, args.scratch_name or "idemhttp")
     print(f"load average {os.getloadavg()[0]:.2f} at the end")
     return 0
 

@@ -1,17 +1,23 @@
-"""A partition appended by `outbox.append`, one record per application transaction, read whole
-through the view `committed_records` against straight from `records` (PostgreSQL): what the
-view costs beyond the table for the outbox's commonest write (docs/DESIGN-batches.md,
+"""A partition appended by `outbox.append`, one record per application transaction, or by an
+idempotent producer (--writer idempotent), read whole through the view `committed_records`
+against straight from `records` (PostgreSQL): what the view costs beyond the table for the
+outbox's commonest write, and for Kafka's default producer's (docs/DESIGN-batches.md,
 "Self-committed records"; docs/benchmarks.md).
 
 --fill makes the database (migrated to the head of the tree this runs from: run it from each
 tree to compare them), a topic `scan` of one partition and --records records, each appended by
 `SELECT outbox.append(...)` and committed on its own (so one batch row per record; from
-migration 0041 on each flagged self-committed). Then rounds, after a warm-up round, each
+migration 0041 on each flagged self-committed); with --writer idempotent, in batches of
+--batch-records records of one idempotent producer, each appended by the service's appender
+(app.storage.append.append_batches, as an idempotent Send appends) in a database transaction
+of its own (from migration 0044 on each flagged self-committed). Then rounds, after a warm-up round, each
 reading both ways in an order shuffled afresh from a printed --seed, by `COPY (SELECT ...) TO
 STDOUT` through psycopg (every row sent as text, as a JDBC read fetches it), the output
 discarded; --jit on or off as a session setting (the service reads with jit off).
 
     PYTHONPATH=<tree> .venv/bin/python benchmarks/self_committed_scan.py --database outbox_selfscan --fill
+    PYTHONPATH=<tree> .venv/bin/python benchmarks/self_committed_scan.py --database outbox_idemscan --fill \
+        --writer idempotent --batch-records 1
     PYTHONPATH=<tree> .venv/bin/python benchmarks/self_committed_scan.py --database outbox_selfscan --rounds 9
     psql -h 127.0.0.1 -U postgres -c 'DROP DATABASE outbox_selfscan'
 """
@@ -41,7 +47,7 @@ READS = {
 }
 
 
-def fill(database: str, records: int) -> None:
+def fill(database: str, records: int, writer: str = "append", batch_records: int = 1) -> None:
     from app.storage import migrate
 
     with psycopg.connect(ADMIN, autocommit=True) as admin:
@@ -54,6 +60,10 @@ def fill(database: str, records: int) -> None:
         conn.execute('INSERT INTO partitions (topic_id, "partition", next_offset, log_start_offset) '
                      "SELECT topic_id, 0, 0, 0 FROM topics WHERE name = 'scan'")
         conn.commit()
+        if writer == "idempotent":
+            fill_idempotent(url, records, batch_records)
+            conn.execute("VACUUM ANALYZE")
+            return
         conn.autocommit = True
         # The commits' WAL flushed in the background: the rows and their layout are the same,
         # the fill is not held to the disk's flushes.
@@ -69,6 +79,38 @@ def fill(database: str, records: int) -> None:
         conn.execute("VACUUM ANALYZE")
 
 
+_PRODUCER_ID = 1_000
+
+
+def fill_idempotent(url: str, records: int, batch_records: int) -> None:
+    """Topic `scan`'s partition filled by one idempotent producer's batches of `batch_records`
+    records, each appended as an idempotent Send appends it, in a transaction of its own."""
+    from sqlalchemy import create_engine, text
+
+    from app.domain.records import RecordToAppend
+    from app.storage.append import append_batches
+    from app.storage.record_rows import BatchToAppend
+
+    engine = create_engine(url, pool_size=1)
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO producers (producer_id, producer_epoch, created_ms) VALUES (:p, 0, 0)"),
+                     {"p": _PRODUCER_ID})
+        topic_id = conn.execute(text("SELECT topic_id FROM topics WHERE name = 'scan'")).scalar_one()
+    started = time.perf_counter()
+    with engine.connect() as conn:
+        conn.execute(text("SET synchronous_commit = off"))
+        conn.commit()
+        for first in range(0, records, batch_records):
+            batch = [RecordToAppend(None, f'{{"n": {i}, "pad": "{"x" * 40}"}}', None, 1)
+                     for i in range(first, min(first + batch_records, records))]
+            with conn.begin():
+                append_batches(conn, [BatchToAppend(topic_id, 0, batch, base_sequence=first)],
+                               producer_id=_PRODUCER_ID, producer_epoch=0, transactional_id=None, txn_id=None,
+                               now_ms=1)
+    engine.dispose()
+    print(f"filled {records} records in {time.perf_counter() - started:.1f} s")
+
+
 def read(conn: psycopg.Connection, sql: str) -> float:
     started = time.perf_counter()
     with conn.cursor().copy(f"COPY ({sql}) TO STDOUT") as copy:
@@ -82,12 +124,14 @@ def main() -> None:
     parser.add_argument("--database", required=True)
     parser.add_argument("--fill", action="store_true")
     parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--writer", choices=("append", "idempotent"), default="append")
+    parser.add_argument("--batch-records", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--jit", choices=("on", "off"), default="off")
     parser.add_argument("--seed", type=int, default=None)
     args = parser.parse_args()
     if args.fill:
-        fill(args.database, args.records)
+        fill(args.database, args.records, args.writer, args.batch_records)
         return
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     print(f"seed {seed}, jit {args.jit}")

@@ -221,9 +221,9 @@ def fill(url: str, records_per_partition: int, copies: int, partitions: int = co
         txns = conn.execute(text("SELECT max(txn_id) + 1 FROM record_batches")).scalar_one()
         conn.execute(text(
             "INSERT INTO records (topic_id, \"partition\", \"offset\", timestamp_ms, key, value, headers, "
-            "control_type) "
+            "control_type, self_committed, producer_id) "
             "SELECT topic_id, \"partition\", \"offset\" + k * :length, timestamp_ms + k, key, value, headers, "
-            "control_type "
+            "control_type, self_committed, producer_id "
             # In copy order, then in the order the service appended the rows (ctid): the heap
             # then holds each copy as a log appends it. Without the ORDER BY, PostgreSQL wrote
             # each row followed by its copies, so an offset range was spread over the whole
@@ -231,12 +231,14 @@ def fill(url: str, records_per_partition: int, copies: int, partitions: int = co
             "FROM generate_series(1, :copies) AS k CROSS JOIN records ORDER BY k, records.ctid"),
             {"length": length, "txns": txns, "copies": copies})
         # Each copy's batch rows, shifted as its records are: the view reads the records
-        # through them, so a copy without its batch rows would read as nothing.
+        # through them, so a copy without its batch rows would read as nothing. The records and
+        # their batch rows keep their flags (self-committed, and an idempotent record's producer
+        # id): a copy reads through the view's parts as the log it copies does.
         conn.execute(text(
             "INSERT INTO record_batches (topic_id, \"partition\", base_offset, record_count, producer_id, "
-            "producer_epoch, base_sequence, txn_id, control_type, state, commit_position) "
+            "producer_epoch, base_sequence, txn_id, control_type, state, commit_position, self_committed) "
             "SELECT topic_id, \"partition\", base_offset + k * :length, record_count, producer_id, producer_epoch, "
-            "base_sequence, txn_id + k * :txns, control_type, state, commit_position + k * :length "
+            "base_sequence, txn_id + k * :txns, control_type, state, commit_position + k * :length, self_committed "
             "FROM generate_series(1, :copies) AS k CROSS JOIN record_batches ORDER BY k, record_batches.ctid"),
             {"length": length, "txns": txns, "copies": copies})
         conn.execute(text("UPDATE partitions SET next_offset = :end, record_count = record_count * :n"),

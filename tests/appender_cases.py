@@ -87,10 +87,13 @@ class Stored:
     timestamp_ms: int = 5
     key_bytes: bytes | None = None
     value_bytes: bytes | None = None
-    # Every appender here appends without a producer or a transaction: each record it writes,
-    # and its batch row (tests/batch_rows.py holds the two together), is self-committed
-    # (docs/DESIGN-batches.md, "Self-committed records").
+    # Every appender here appends in no transaction: each record it writes, and its batch row
+    # (tests/batch_rows.py holds the two together), is self-committed (docs/DESIGN-batches.md,
+    # "Self-committed records").
     self_committed: bool = True
+    # records.producer_id is the id of the case's idempotent producer (Case.idempotent), which
+    # the view reads for a self-committed record; without one it is NULL.
+    idempotent: bool = False
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,9 @@ class Case:
     # The Kafka door's code where Kafka's broker answers the case's fault with another than
     # the one tests/integration/test_appenders.py maps `error` to (KAFKA_CODES).
     kafka_error: str | None = None
+    # The records are an idempotent producer's first batch (sequence 0, in no transaction), its
+    # id given it by the service: a Send and a Kafka Produce can express it.
+    idempotent: bool = False
     # Appenders known to give another verdict: appender -> why (the case runs as xfail(strict)).
     known_wrong: dict[str, str] = field(default_factory=dict)
 
@@ -121,6 +127,8 @@ class Case:
         if appender not in self.appenders:
             return False
         if appender in (SEND, KAFKA) and any(r.message_id is not None for r in self.records + self.before):
+            return False
+        if self.idempotent and appender not in (SEND, KAFKA):
             return False
         return True
 
@@ -148,6 +156,14 @@ CASES = [
          stored=(Stored(1, '"a"'), Stored(2, '"b"', key="k"), Stored(3, '"c"'))),
     Case("each partition has its own offsets", (Record("p1"),), partition=1,
          stored=(Stored(0, '"p1"', partition=1),)),
+    # An idempotent batch in no transaction is committed by its append, as a plain one is: its
+    # records are self-committed, each carrying its producer's id (migration 0044).
+    Case("an idempotent producer's records are self-committed with its id",
+         (Record("a"), Record("b", key="k")), idempotent=True, appenders=(SEND, KAFKA),
+         stored=(Stored(1, '"a"', idempotent=True), Stored(2, '"b"', key="k", idempotent=True))),
+    Case("an idempotent producer's records in a bytes topic are self-committed with its id",
+         (Record("v", key="k"),), idempotent=True, config={"value_format": "bytes"}, appenders=(KAFKA,),
+         stored=(Stored(1, None, key_bytes=b"k", value_bytes=b'"v"', idempotent=True),)),
     Case("a null value is stored as null: a tombstone", (Record(None, key="k"),),
          stored=(Stored(1, "null", key="k"),)),
     Case("the record's timestamp is stored as given", (Record(1, timestamp_ms=1_700_000_000_123),),

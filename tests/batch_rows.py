@@ -16,10 +16,14 @@ holes retention and compaction left:
   transactional producer's) or all NULL (a plain producer's), and a transactional one has a
   producer;
 - a plain batch is committed at its last offset;
-- a batch flagged self_committed (migration 0041) is a data batch with neither a producer nor a
-  transaction, and every record of a batch's run is flagged as its batch is (the view
-  committed_records reads a flagged record without its batch row, an unflagged one through it:
-  a record flagged unlike its batch would be read twice or never); a marker is never flagged;
+- a data batch is flagged self_committed exactly when it is in no transaction (migration 0041
+  flagged those with no producer, 0044 an idempotent producer's too; a log written as before
+  them, `unflagged_allowed`, may leave such a batch unflagged, never flag another), and every
+  record of a batch's run is flagged as its batch is (the view committed_records reads a
+  flagged record without its batch row, an unflagged one through it: a record flagged unlike
+  its batch would be read twice or never); a marker is never flagged;
+- a record's producer_id (migration 0044) is its batch's producer id where the batch is
+  flagged (the view reads it there without the batch row), NULL everywhere else;
 - a transactional batch's outcome is its transaction's marker in the partition, which lies
   past it: committed at the COMMIT marker's offset, aborted (no position) by an ABORT marker,
   open (no position) without a marker; a transaction has at most one marker in a partition.
@@ -50,8 +54,9 @@ from __future__ import annotations
 import bisect
 from collections import defaultdict
 from collections.abc import Collection
+from dataclasses import dataclass
 
-from sqlalchemy import Connection, Engine, and_, create_engine, false, inspect, or_, select
+from sqlalchemy import Connection, Engine, and_, create_engine, false, inspect, null, or_, select
 
 from app.domain.log_cleaning import record_sizes
 from app.storage.tables import partitions, producer_partitions, record_batches, records, topics, transaction_partitions
@@ -60,29 +65,37 @@ _RECORD = (records.c.topic_id, records.c.partition, records.c.offset, records.c.
 
 
 def assert_batch_rows_match(db: str | Engine | Connection, *, counters: bool = True,
-                            sequence_restarts: Collection[tuple[int, int, int]] = ()) -> None:
+                            sequence_restarts: Collection[tuple[int, int, int]] = (),
+                            unflagged_allowed: bool = False) -> None:
     """Assert that record_batches describes the records exactly, and, with `counters`, that the
     partitions' counters count them (module docstring). `db`: a database URL, an engine to
     connect with, or an open connection (read in its transaction). Without `counters`: a log
     a test built with SQL of its own, which keeps no counters. `sequence_restarts`: the batch
-    rows, as (producer id, partition, base offset), whose sequences go back (module docstring)."""
+    rows, as (producer id, partition, base offset), whose sequences go back (module docstring).
+    `unflagged_allowed`: batches in no transaction may be unflagged, as a writer before 0041
+    (0044 for an idempotent one) left them."""
     if isinstance(db, str):
         engine = create_engine(db)
         try:
-            assert_batch_rows_match(engine, counters=counters, sequence_restarts=sequence_restarts)
+            assert_batch_rows_match(engine, counters=counters, sequence_restarts=sequence_restarts,
+                                    unflagged_allowed=unflagged_allowed)
         finally:
             engine.dispose()
         return
     if isinstance(db, Engine):
         with db.connect() as conn:
-            assert_batch_rows_match(conn, counters=counters, sequence_restarts=sequence_restarts)
+            assert_batch_rows_match(conn, counters=counters, sequence_restarts=sequence_restarts,
+                                    unflagged_allowed=unflagged_allowed)
         return
-    problems = batch_row_problems(db, sequence_restarts) + (counter_problems(db) if counters else [])
+    problems = (batch_row_problems(db, sequence_restarts, unflagged_allowed=unflagged_allowed)
+                + (counter_problems(db) if counters else []))
     assert problems == [], "record_batches disagrees with the records:\n" + "\n".join(problems[:20])
 
 
-def batch_row_problems(conn: Connection, sequence_restarts: Collection[tuple[int, int, int]] = ()) -> list[str]:
-    """Each way record_batches disagrees with the records, as a sentence; [] when it agrees."""
+def batch_row_problems(conn: Connection, sequence_restarts: Collection[tuple[int, int, int]] = (), *,
+                       unflagged_allowed: bool = False) -> list[str]:
+    """Each way record_batches disagrees with the records, as a sentence; [] when it agrees
+    (`sequence_restarts`, `unflagged_allowed`: assert_batch_rows_match's)."""
     if not inspect(conn).has_table("record_batches"):
         return []
     # Neither a record nor a batch row, nothing that could disagree: one statement instead of the
@@ -90,11 +103,16 @@ def batch_row_problems(conn: Connection, sequence_restarts: Collection[tuple[int
     if not conn.execute(select(or_(select(records.c.offset).exists(),
                                    select(record_batches.c.base_offset).exists()))).scalar_one():
         return []
-    # A database below 0041 (a migration's test) has no flags: none is flagged.
-    flagged = ("self_committed" in {c["name"] for c in inspect(conn).get_columns("records")})
+    # A database below 0041 (a migration's test) has no flags: none is flagged. Below 0044 its
+    # records have no producer_id: none has one, and an idempotent batch is never flagged.
+    columns = {c["name"] for c in inspect(conn).get_columns("records")}
+    flagged = "self_committed" in columns
     flag = records.c.self_committed if flagged else false().label("self_committed")
+    producer_id = records.c.producer_id if "producer_id" in columns else null().label("producer_id")
+    rule = _FlagRule(with_producers="producer_id" in columns, unflagged_allowed=unflagged_allowed or not flagged)
     stored = defaultdict(list)
-    for row in conn.execute(select(*_RECORD, flag).order_by(records.c.topic_id, records.c.partition, records.c.offset)):
+    for row in conn.execute(select(*_RECORD, flag, producer_id)
+                            .order_by(records.c.topic_id, records.c.partition, records.c.offset)):
         stored[(row.topic_id, row.partition)].append(row)
     batches = defaultdict(list)
     batch_columns = record_batches.c if flagged else [c for c in record_batches.c if c.name != "self_committed"]
@@ -112,7 +130,7 @@ def batch_row_problems(conn: Connection, sequence_restarts: Collection[tuple[int
     problems: list[str] = []
     restarted: set[tuple[int, int, int]] = set()
     for key in sorted(set(stored) | set(batches)):
-        problems.extend(f"partition {key}: {p}" for p in _partition_problems(stored[key], batches[key]))
+        problems.extend(f"partition {key}: {p}" for p in _partition_problems(stored[key], batches[key], rule))
         problems.extend(f"partition {key}: {p}" for p in _producer_problems(batches[key], producers[key],
                                                                              first_offsets[key], sequence_restarts,
                                                                              restarted))
@@ -191,7 +209,27 @@ def _producer_problems(batches: list, producers: list, first_offsets: dict[int, 
     return problems
 
 
-def _partition_problems(rows: list, batches: list) -> list[str]:
+@dataclass(frozen=True)
+class _FlagRule:
+    """Which data batches must be flagged self_committed: those in no transaction, an
+    idempotent producer's only `with_producers` (records.producer_id, 0044); `unflagged_allowed`:
+    such a batch may be unflagged too (a log as a writer before them left it)."""
+    with_producers: bool
+    unflagged_allowed: bool
+
+    def problem(self, b: object) -> str | None:
+        """What is wrong with data batch row `b`'s flag, if anything."""
+        may = b.txn_id is None and (self.with_producers or b.producer_id is None)  # type: ignore[attr-defined]
+        if _flagged(b) and not may:
+            return (f"batch row at {b.base_offset}: self-committed, with producer {b.producer_id} and "  # type: ignore[attr-defined]
+                    f"transaction {b.txn_id}")  # type: ignore[attr-defined]
+        if may and not _flagged(b) and not self.unflagged_allowed:
+            return (f"batch row at {b.base_offset}: not self-committed, with producer {b.producer_id} and "  # type: ignore[attr-defined]
+                    f"no transaction")
+        return None
+
+
+def _partition_problems(rows: list, batches: list, rule: _FlagRule) -> list[str]:
     problems = []
     markers = {r.offset: r for r in rows if r.control_type is not None}
     marker_rows = {b.base_offset: b for b in batches if b.control_type is not None}
@@ -203,7 +241,7 @@ def _partition_problems(rows: list, batches: list) -> list[str]:
             problems.append(f"marker batch row at {offset}: no marker record")
         elif ((b.record_count, b.base_sequence, b.control_type, b.state, b.commit_position)
               != (1, None, m.control_type, None, None) or b.txn_id is None or b.producer_id is None
-              or _flagged(b) or m.self_committed):
+              or _flagged(b) or m.self_committed or m.producer_id is not None):
             problems.append(f"marker at {offset}: batch row {_describe(b)}, not a {m.control_type} marker's")
     outcome: dict[int, object] = {}
     for b in marker_rows.values():
@@ -229,6 +267,11 @@ def _partition_problems(rows: list, batches: list) -> list[str]:
         if r.self_committed != _flagged(b):
             problems.append(f"record at {r.offset}: self_committed {r.self_committed}, its batch row at "
                             f"{b.base_offset}'s {_flagged(b)}")
+        # Where the flags disagree, that is the problem said above.
+        want_producer = b.producer_id if r.self_committed and _flagged(b) else None
+        if r.producer_id != want_producer:
+            problems.append(f"record at {r.offset}: producer_id {r.producer_id}, its batch row at "
+                            f"{b.base_offset} says {want_producer}")
 
     for b in batches:
         if b.control_type is not None:
@@ -238,9 +281,8 @@ def _partition_problems(rows: list, batches: list) -> list[str]:
         producer = (b.producer_id, b.producer_epoch, b.base_sequence)
         if (None in producer and producer != (None, None, None)) or (b.txn_id is not None and b.producer_id is None):
             problems.append(f"batch row at {b.base_offset}: producer {producer}, transaction {b.txn_id}")
-        if _flagged(b) and (b.producer_id is not None or b.txn_id is not None):
-            problems.append(f"batch row at {b.base_offset}: self-committed, with producer {b.producer_id} and "
-                            f"transaction {b.txn_id}")
+        if (flag_problem := rule.problem(b)) is not None:
+            problems.append(flag_problem)
         if b.txn_id is None:
             want = ("committed", b.base_offset + b.record_count - 1)
         else:

@@ -146,7 +146,8 @@ def append_batches(
             record_state = RecordState.OPEN if joins else batch_state(txn_id, commit_marker is not None)
             row = take_offsets_with(
                 conn, take_offsets_writing_state_stmt(expected is None, holder is not None, record_state, claims,
-                                                      Joining.of(join) if joins else None),  # type: ignore[arg-type]
+                                                      Joining.of(join) if joins else None,  # type: ignore[arg-type]
+                                                      flagged=not joins and self_committed(txn_id)),
                 {**batch_state_params(expected, producer_id=producer_id, producer_epoch=producer_epoch,  # type: ignore[arg-type]
                                       transactional_id=transactional_id, txn_id=txn_id, batch=batch,
                                       base_offset=None, now_ms=now_ms, holder=holder), **row_params,
@@ -252,7 +253,10 @@ def append_batches(
                 }
             )
 
-    write_records(conn, appended, bytes_appended, marker_rows, self_committed=self_committed(producer_id, txn_id))
+    # The batches are flagged alike: they share their transaction (a joining Send's txn_id is
+    # known by now), and an idempotent producer's records carry its id (records.producer_id).
+    write_records(conn, appended, bytes_appended, marker_rows, self_committed=self_committed(txn_id),
+                  producer_id=producer_id)
     if batch_rows:
         # The batch rows that no statement taking offsets wrote (SQLite's; on PostgreSQL a
         # batch judged by check_sequence, and the COMMIT markers of a Commit's carried batches),

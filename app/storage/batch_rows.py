@@ -43,13 +43,15 @@ def commit_position(state: RecordState, run_end: Position) -> Position | None:
     return run_end - 1 if state is RecordState.COMMITTED else None  # type: ignore[operator]
 
 
-def self_committed(producer_id: int | None, txn_id: int | None) -> bool:
-    """Whether a batch appended by this producer in this transaction is self-committed (its
-    row's and its records' self_committed, docs/DESIGN-batches.md): one with neither, whose
-    records are committed exactly when they exist, each at its own offset, as every writer
-    writes them with its row in one database transaction. An idempotent producer's batch is
-    not: the view reads its producer id from its row."""
-    return producer_id is None and txn_id is None
+def self_committed(txn_id: int | None) -> bool:
+    """Whether a data batch appended in this transaction is self-committed (its row's and its
+    records' self_committed, docs/DESIGN-batches.md): one in no transaction, with no producer
+    or an idempotent producer's, whose records are committed exactly when they exist, each at
+    its own offset, as every writer writes them with its row (and an idempotent batch's
+    sequence state) in one database transaction. A transactional batch's records exist before
+    their commit; a marker is never data. An idempotent batch's records carry its producer id
+    (records.producer_id, migration 0044), which the view reads without the batch row."""
+    return txn_id is None
 
 
 def batch_row(topic_id: int, partition: int, base_offset: int, record_count: int, *, base_sequence: int | None,
@@ -70,7 +72,7 @@ def batch_row(topic_id: int, partition: int, base_offset: int, record_count: int
         "control_type": None,
         "state": state.value,
         "commit_position": commit_position(state, base_offset + record_count + (1 if with_marker else 0)),
-        "self_committed": self_committed(producer_id, txn_id),
+        "self_committed": self_committed(txn_id),
     }
 
 
@@ -104,11 +106,11 @@ _COLUMNS = ("topic_id", "partition", "base_offset", "record_count", "producer_id
 
 
 def batch_row_part(state: RecordState, written: Any = None, joining: Joining | None = None, *,
-                   plain: bool = False) -> Any:
+                   flagged: bool = False) -> Any:
     """The CTE that writes the row of a batch appended in `state` (batch_state). `written`: the
     statement's part whose rows say the batch is appended (none, and the batch row is not
     written either). `joining`: over TAKEN_JOINING[joining], whose txn_id the row takes.
-    `plain`: a batch with neither a producer nor a transaction (self_committed)."""
+    `flagged`: a batch in no transaction (self_committed)."""
     taken = TAKEN if joining is None else TAKEN_JOINING[joining]
     position = commit_position(state, taken.c.next_offset)
     row = select(
@@ -119,7 +121,7 @@ def batch_row_part(state: RecordState, written: Any = None, joining: Joining | N
         bindparam("r_txn_id", type_=BigInteger) if joining is None else taken.c.txn_id,
         literal(state.value, String),
         literal(None, BigInteger) if position is None else position,
-        literal(plain, Flag),
+        literal(flagged, Flag),
     ).select_from(taken)
     if written is not None:
         row = row.where(exists(select(written)))
@@ -136,4 +138,4 @@ def batch_row_params(*, base_sequence: int | None, producer_id: int | None, prod
 # A plain batch on PostgreSQL (committed by its append, self-committed): its offsets and its
 # batch row in one statement.
 TAKE_OFFSETS_WRITING_BATCH = select(TAKEN.c.next_offset).add_cte(
-    batch_row_part(RecordState.COMMITTED, plain=self_committed(None, None)))
+    batch_row_part(RecordState.COMMITTED, flagged=self_committed(None)))

@@ -11,7 +11,7 @@ Begin, Commit) run several per request. Callers pass values as bind parameters.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import cache
 from typing import Any
@@ -381,22 +381,39 @@ def _on_driver(dialect: Any, stmt: Any) -> tuple[str, tuple[str, ...], dict[str,
     return found
 
 
-def bulk_insert(conn: Connection, table: Table, columns: Sequence[str], rows: list[tuple]) -> None:
+def bulk_insert(conn: Connection, table: Table, columns: Sequence[str], rows: list[tuple],
+                constants: Mapping[str, int] | None = None) -> None:
     """The hot path of Send: many rows into one table, at close to the database's own rate.
 
     PostgreSQL: COPY FROM STDIN over the connection's open transaction (measured on this machine
     at about 2.5x executemany). SQLite: the driver's executemany on a prepared INSERT, with
     no per-row SQLAlchemy parameter processing.
+
+    `constants`: more columns, each with one integer (or bool) value in every row. SQLite's
+    INSERT writes them as literals, bound once rather than once a row: a self-committed
+    record's two (self_committed, an idempotent one's producer_id) cost a 1,000-record Send
+    about 300 µs bound a row (docs/benchmarks.md, 2026-12-06).
     """
+    fixed = dict(constants or {})
     if conn.dialect.name == "postgresql":
-        with _copy_from_stdin(conn, table, columns) as copy:
+        more = tuple(fixed.values())
+        with _copy_from_stdin(conn, table, (*columns, *fixed)) as copy:
             for row in rows:
-                copy.write_row(row)
+                copy.write_row(row + more if more else row)
         return
     quote = conn.dialect.identifier_preparer.quote
-    cols = ", ".join(quote(c) for c in columns)
-    marks = ", ".join("?" for _ in columns)
+    cols = ", ".join(quote(c) for c in (*columns, *fixed))
+    marks = ", ".join(["?"] * len(columns) + [_int_literal(v) for v in fixed.values()])
     conn.exec_driver_sql(f"INSERT INTO {quote(table.name)} ({cols}) VALUES ({marks})", rows)
+
+
+def _int_literal(value: int) -> str:
+    """An integer (a bool as 1 or 0) as SQL text; nothing else is written into a statement."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if type(value) is not int:
+        raise TypeError(f"a constant column's value must be an integer, not {type(value).__name__}")
+    return str(value)
 
 
 # A field of COPY's text format that is NULL: what copy_texts writes for None.

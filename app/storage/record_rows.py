@@ -48,10 +48,20 @@ BYTES_RECORD_COLUMNS = tuple({"key": "key_bytes", "value": "value_bytes"}.get(c,
 # BYTES_RECORD_COLUMNS), with the one value each has in every record's row of it: where the
 # markers go with JSON topics' records (write_records), a data record's control_type is NULL;
 # where the records are of self-committed batches (batch_rows.self_committed), their
-# self_committed is true. Never both: markers are written with a transaction's batches only.
+# self_committed is true, and where those are an idempotent producer's, their producer_id is
+# its id (_self_committed). Never both: markers are written with a transaction's batches only.
 _NO_CONTROL_TYPE = (("control_type",), (None,))
 _SELF_COMMITTED = (("self_committed",), (True,))
 _WITH_MARKERS = (*DATA_RECORD_COLUMNS, *_NO_CONTROL_TYPE[0])
+
+
+def _self_committed(producer_id: int | None) -> tuple[tuple[str, ...], tuple]:
+    """The columns and values a self-committed batch's records carry: a producer's batch its
+    producer id too, the one the view reads for them (migration 0044); a batch with no producer
+    leaves producer_id to its NULL default, a field less a line."""
+    if producer_id is None:
+        return _SELF_COMMITTED
+    return (*_SELF_COMMITTED[0], "producer_id"), (*_SELF_COMMITTED[1], producer_id)
 
 
 def _copy_fields(values: tuple) -> str:
@@ -61,7 +71,7 @@ def _copy_fields(values: tuple) -> str:
 
 def write_records(conn: Connection, appended: list[tuple[BatchToAppend, int]],
                   bytes_appended: list[tuple[BatchToAppend, int]], marker_rows: list[dict], *,
-                  self_committed: bool = False) -> None:
+                  self_committed: bool = False, producer_id: int | None = None) -> None:
     """Write the records of the batches appended, each at its base offset: a JSON topic's
     (`appended`), a bytes topic's (`bytes_appended`, BYTES_RECORD_COLUMNS) and the markers
     written with them (markers.marker_row). On PostgreSQL each kind is one COPY, a JSON topic's
@@ -71,9 +81,10 @@ def write_records(conn: Connection, appended: list[tuple[BatchToAppend, int]],
     more than a plain Send of the same records: docs/benchmarks.md, 2026-12-02).
 
     `self_committed`: the batches are self-committed (batch_rows.self_committed), and so is
-    every record written (the column set in the same COPY, a field more a line)."""
+    every record written (the column set in the same COPY, a field more a line), each with
+    `producer_id`, the batches' producer's (None: no producer)."""
     assert not (self_committed and marker_rows), "markers are written with a transaction's batches only"
-    extra = _SELF_COMMITTED if self_committed else ((), ())
+    extra = _self_committed(producer_id) if self_committed else ((), ())
     postgresql = conn.dialect.name == "postgresql"
     if postgresql:
         locked = _lock_new_leaves(conn, [(b.topic_id, b.partition) for b, _ in chain(appended, bytes_appended)]
@@ -88,13 +99,12 @@ def write_records(conn: Connection, appended: list[tuple[BatchToAppend, int]],
         else:
             dialect.bulk_insert(conn, records, _WITH_MARKERS, _rows(appended, _NO_CONTROL_TYPE[1]) + markers)
     elif appended:
-        columns = (*DATA_RECORD_COLUMNS, *extra[0])
         if postgresql:
-            dialect.copy_pieces(conn, records, columns, _copy_pieces(appended, extra[1]))
+            dialect.copy_pieces(conn, records, (*DATA_RECORD_COLUMNS, *extra[0]), _copy_pieces(appended, extra[1]))
         else:
-            dialect.bulk_insert(conn, records, columns, _rows(appended, extra[1]))
+            dialect.bulk_insert(conn, records, DATA_RECORD_COLUMNS, _rows(appended), dict(zip(*extra)))
     if bytes_appended:
-        dialect.bulk_insert(conn, records, (*BYTES_RECORD_COLUMNS, *extra[0]), _rows(bytes_appended, extra[1]))
+        dialect.bulk_insert(conn, records, BYTES_RECORD_COLUMNS, _rows(bytes_appended), dict(zip(*extra)))
     if postgresql and locked:
         _leaves_known(conn).update(locked)
 
@@ -180,7 +190,7 @@ def _copy_pieces(appended: list[tuple[BatchToAppend, int]], extra: tuple = ()) -
     text's bytes are at least its characters) only when it is larger than a piece, which a
     1,000-record Send of ~100-byte values is not: it costs that Send one comparison.
 
-    `extra`: the values that follow each record's row (_NO_CONTROL_TYPE's, _SELF_COMMITTED's),
+    `extra`: the values that follow each record's row (_NO_CONTROL_TYPE's, _self_committed's),
     the COPY's columns being DATA_RECORD_COLUMNS followed by theirs."""
     more, rows_of = _copy_fields(extra), _batch_rows_with(extra)
     pending: list[str] = []
@@ -270,11 +280,12 @@ def _check_line_order() -> None:
     """_copy_lines writes its fields in _batch_rows' order, which is DATA_RECORD_COLUMNS': one
     record with a distinct field in every column, through both of its ways (with headers, and
     without, where the constant fields are folded into the row's format), and with each kind of
-    columns after them (the markers', a self-committed record's) as _batch_rows_with's rows have
-    them. Run at import, so that a change to one order and not the other cannot load."""
+    columns after them (the markers', a self-committed record's with a producer id or without)
+    as _batch_rows_with's rows have them. Run at import, so that a change to one order and not
+    the other cannot load."""
     for record in (RecordToAppend("k", "v", "h", 4), RecordToAppend("k", "v", None, 4)):
         batch = BatchToAppend(1, 2, [record])
-        for extra in ((), _NO_CONTROL_TYPE[1], _SELF_COMMITTED[1]):
+        for extra in ((), _NO_CONTROL_TYPE[1], _SELF_COMMITTED[1], _self_committed(12)[1]):
             row = next(_batch_rows_with(extra)(batch, 3, 0, 1))
             if _copy_lines(batch, 3, _columns(batch.records), 0, 1, _copy_fields(extra)) != "\t".join(
                     dialect.COPY_NULL if f is None else "t" if f is True else str(f) for f in row) + "\n":

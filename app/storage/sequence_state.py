@@ -154,7 +154,7 @@ _WRITE_NEXT_BATCH_STATE_HELD = _WRITE_NEXT_BATCH_STATE.where(_PRODUCER_HOLDS)
 # written only where the state is.
 @cache
 def take_offsets_writing_state_stmt(first: bool, held: bool, state: RecordState, claims: bool,
-                                    joining: Joining | None = None) -> Any:
+                                    joining: Joining | None = None, flagged: bool = False) -> Any:
     """`first`: the batch starts its producer's epoch here (starts_epoch), else it is the next
     one (next_batch_condition). `held`: an idempotent Send's (_PRODUCER_HOLDS). `claims`: a
     transactional batch of an open transaction, which adds its partition to the transaction
@@ -162,7 +162,8 @@ def take_offsets_writing_state_stmt(first: bool, held: bool, state: RecordState,
     the transaction did not have the partition yet: the first Send of a transaction to a
     partition then costs no statement more than a later one. `joining`: over
     log_end.TAKEN_JOINING[joining] (a transactional Send that joins by a condition), whose txn_id
-    every part takes instead of b_txn_id's, and which the statement answers."""
+    every part takes instead of b_txn_id's, and which the statement answers. `flagged`: the
+    batch is in no transaction, its row self-committed (batch_rows.self_committed)."""
     taken = TAKEN if joining is None else TAKEN_JOINING[joining]
     txn_id = bindparam("b_txn_id", type_=_tp.c.txn_id.type) if joining is None else taken.c.txn_id
     in_transaction = _IN_TRANSACTION if joining is None else _in_transaction(txn_id)
@@ -182,7 +183,7 @@ def take_offsets_writing_state_stmt(first: bool, held: bool, state: RecordState,
         select(written.c.first_offset).scalar_subquery().label("first_offset"),
         exists(select(written.c.first_offset)).label("written"),
         *([] if joining is None else [taken.c.txn_id]),
-    ).add_cte(batch_row_part(state, written=written.c.first_offset, joining=joining))
+    ).add_cte(batch_row_part(state, written=written.c.first_offset, joining=joining, flagged=flagged))
     if claims:
         claim = select(bindparam("b_transactional_id", type_=_tp.c.transactional_id.type),
                        bindparam("b_topic_id", type_=_tp.c.topic_id.type),

@@ -182,6 +182,10 @@ records = Table(
     # reads as a range of this table, without its batch row. False for everything else,
     # and for every record written before 0041.
     Column("self_committed", Flag, nullable=False, server_default=false()),
+    # The producer id of a self-committed idempotent batch (migration 0044), its row's, which
+    # the view's range of self-committed records reads without that row. NULL for every other
+    # record: a batch's producer is its row's alone, read through it.
+    Column("producer_id", BigInteger, nullable=True),
     PrimaryKeyConstraint("topic_id", "partition", "offset"),
     one_of("control_type", ControlType, nullable=True),
     CheckConstraint("key IS NULL OR key_bytes IS NULL", name="one_key"),
@@ -256,8 +260,9 @@ record_batches = Table(
     Column("control_type", String(8), nullable=True),
     Column("state", String(10), nullable=True),
     Column("commit_position", BigInteger, nullable=True),
-    # A batch with neither a producer nor a transaction, written with its records in one
-    # database transaction (since migration 0041; such batches written before keep false):
+    # A data batch not in a transaction (with no producer since migration 0041, an idempotent
+    # producer's since 0044; such batches written before keep false), written with its
+    # records in one database transaction:
     # its records are committed exactly when they exist, each at its own offset, and are
     # flagged too (records.self_committed). The view committed_records reads them without this
     # row, and reads through this row only the batches not flagged (docs/DESIGN-batches.md,

@@ -1,8 +1,9 @@
 """read_committed has one meaning however it is read (hypothesis, on SQLite and PostgreSQL).
 
 Generated logs of one partition, written straight into the tables: plain records (each plain
-batch flagged self-committed as the writers since migration 0041 write it, or not, as a writer
-before it left it, which the view reads through its batch row), batches of
+batch with no producer or an idempotent producer's, flagged self-committed as the writers since
+migrations 0041 and 0044 write it, an idempotent one's records carrying its producer id, or not,
+as a writer before them left it, which the view reads through its batch row), batches of
 up to three transactions interleaving with them and with each other, each transaction
 committed, aborted or left open; then compaction's holes (data records deleted anywhere, a batch's
 head moved to its first record left, as the log cleaner does) and a log start cut by
@@ -48,7 +49,7 @@ import itertools
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 
 from aiokafka.consumer.fetcher import READ_COMMITTED, PartitionRecords
@@ -76,11 +77,14 @@ from tests.conftest import FakeClock
 EXAMPLES = int(os.environ.get("OUTBOX_CONFORMANCE_EXAMPLES", "100"))
 TRANSACTIONS = [0, 1, 2]  # the producers, each with a transaction open at a time at most
 FIRST_PRODUCER_ID = 7
+# The idempotent producer of plain batches (in no transaction), beside the transactional ones.
+IDEMPOTENT_PRODUCER_ID = FIRST_PRODUCER_ID + len(TRANSACTIONS)
 _names = itertools.count()
 
 events = st.lists(
     st.one_of(
-        st.tuples(st.just("plain"), st.integers(1, 3), st.booleans()),  # (…, self-committed)
+        # (…, self-committed, an idempotent producer's)
+        st.tuples(st.just("plain"), st.integers(1, 3), st.booleans(), st.booleans()),
         st.tuples(st.just("send"), st.sampled_from(TRANSACTIONS), st.integers(1, 3)),
         st.tuples(st.just("commit"), st.sampled_from(TRANSACTIONS)),
         st.tuples(st.just("abort"), st.sampled_from(TRANSACTIONS)),
@@ -107,6 +111,9 @@ class Log:
     # The base offsets of the plain batches written self-committed (records.self_committed and
     # record_batches.self_committed, migration 0041); the other plain batches as before it.
     self_committed: set[int]
+    # The base offsets of the plain batches that are IDEMPOTENT_PRODUCER_ID's (flagged or not:
+    # migration 0044, or before it); the others have no producer.
+    idempotent: set[int] = field(default_factory=set)
 
 
 def build(run: list[tuple], ending: str = "open") -> Log:  # type: ignore[type-arg]
@@ -119,6 +126,7 @@ def build(run: list[tuple], ending: str = "open") -> Log:  # type: ignore[type-a
     producer_ids: dict[int, int] = {}
     first: dict[int, int] = {}  # txn_id → its first offset
     self_committed: set[int] = set()
+    idempotent: set[int] = set()
     offset = 0
     for event in run:
         kind = event[0]
@@ -126,6 +134,8 @@ def build(run: list[tuple], ending: str = "open") -> Log:  # type: ignore[type-a
             batches.append((offset, event[1], None, None))
             if len(event) > 2 and event[2]:
                 self_committed.add(offset)
+            if len(event) > 3 and event[3]:
+                idempotent.add(offset)
             for _ in range(event[1]):
                 rows[offset] = (None, None)
                 offset += 1
@@ -147,7 +157,8 @@ def build(run: list[tuple], ending: str = "open") -> Log:  # type: ignore[type-a
             batches.append((offset, 1, rows[offset][0], rows[offset][1]))
             offset += 1
     lso = min((first[t] for t in open_.values()), default=offset)
-    return Log(rows, offset, lso, batches, {t: first[t] for t in open_.values()}, producer_ids, self_committed)
+    return Log(rows, offset, lso, batches, {t: first[t] for t in open_.values()}, producer_ids, self_committed,
+               idempotent)
 
 
 def cut(log: Log, holes: set[int], log_start: int, cleaned: bool) -> None:
@@ -168,11 +179,13 @@ def store(conn: Connection, log: Log, log_start: int, compacted: bool) -> tuple[
     conn.execute(insert(partitions).values(topic_id=topic_id, partition=0, next_offset=log.next_offset,
                                            log_start_offset=log_start))
     flagged = {o for base, count, _, _ in log.batches if base in log.self_committed for o in range(base, base + count)}
+    # A flagged idempotent batch's records carry its producer id, as its writer writes them.
+    producer = {o: IDEMPOTENT_PRODUCER_ID for o in flagged if _batch_base(log, o) in log.idempotent}
     if log.rows:
         conn.execute(insert(records), [
             {"topic_id": topic_id, "partition": 0, "offset": o, "timestamp_ms": o, "key": None,
              "value": None if control else f"v{o}", "headers": None, "control_type": control,
-             "self_committed": o in flagged}
+             "self_committed": o in flagged, "producer_id": producer.get(o)}
             for o, (_, control) in sorted(log.rows.items())])
     if rows := batch_rows(log):
         conn.execute(insert(record_batches), [{"topic_id": topic_id, "partition": 0, **row} for row in rows])
@@ -194,11 +207,15 @@ def batch_rows(log: Log) -> list[dict]:  # type: ignore[type-arg]
     # txn_id → its next sequence: each transaction an epoch of its own (its producer's epoch
     # bumped at each transaction, as under transaction version 2)
     sequence: dict[int, int] = {}
+    idempotent_sequence = 0  # the idempotent producer's next, its epoch 0
     for base, count, t, control in log.batches:
         base_sequence = None
         if t is not None and control is None:
             base_sequence = sequence.get(t, 0)
             sequence[t] = base_sequence + count
+        elif base in log.idempotent:
+            base_sequence = idempotent_sequence
+            idempotent_sequence += count
         if not any(o in log.rows for o in range(base, base + count)):
             continue
         if control is not None:
@@ -211,9 +228,10 @@ def batch_rows(log: Log) -> list[dict]:  # type: ignore[type-arg]
             state, position = "committed", outcome[t][1]
         else:
             state, position = "aborted", None
+        idempotent = t is None and base in log.idempotent
         out.append({"base_offset": base, "record_count": count,
-                    "producer_id": None if t is None else log.producer_ids[t],
-                    "producer_epoch": t, "base_sequence": base_sequence, "txn_id": t,
+                    "producer_id": IDEMPOTENT_PRODUCER_ID if idempotent else None if t is None else log.producer_ids[t],
+                    "producer_epoch": 0 if idempotent else t, "base_sequence": base_sequence, "txn_id": t,
                     "control_type": control, "state": state, "commit_position": position,
                     "self_committed": base in log.self_committed})
     return out
@@ -227,6 +245,27 @@ def model_rows(log: Log, log_start: int) -> list[tuple[int, int, str]]:
     seen = [(o, o if t is None else commits[t], f"v{o}") for o, (t, control) in log.rows.items()
             if control is None and o >= log_start and (t is None or t in commits)]
     return sorted(seen, key=lambda r: (r[1], r[0]))
+
+
+def _batch_base(log: Log, offset: int) -> int:
+    """The base offset of the append's run that holds `offset`."""
+    return next(base for base, count, _, _ in log.batches if base <= offset < base + count)
+
+
+def model_producers(log: Log, log_start: int) -> dict[int, int | None]:
+    """The producer id the view gives each of model_rows' records, by offset: a transaction's
+    producer's, the idempotent producer's for its plain batches, none for the others."""
+    out: dict[int, int | None] = {}
+    for o, _, _ in model_rows(log, log_start):
+        t = log.rows[o][0]
+        out[o] = (log.producer_ids[t] if t is not None
+                  else IDEMPOTENT_PRODUCER_ID if _batch_base(log, o) in log.idempotent else None)
+    return out
+
+
+def view_producers(conn: Connection, topic_id: int) -> dict[int, int | None]:
+    return dict(conn.execute(text('SELECT "offset", producer_id FROM committed_records '
+                                  'WHERE topic_id = :t AND "partition" = 0'), {"t": topic_id}).all())
 
 
 def view_rows(conn: Connection, topic_id: int) -> list[tuple[int, int, str]]:
@@ -329,9 +368,14 @@ def test_fetch_and_the_counters_read_exactly_the_committed_records_view(  # type
     with database.engine.connect() as conn:
         topic_id, name = store(conn, log, log_start, compacted)
         try:
-            assert_batch_rows_match(conn, counters=False)  # the batch rows describe the stored log, as the writers leave them
+            # The batch rows describe the stored log, as the writers leave them (a plain batch
+            # flagged or not, as before 0041).
+            assert_batch_rows_match(conn, counters=False, unflagged_allowed=True)
             seen = view_rows(conn, topic_id)
             assert seen == model_rows(log, log_start)
+            # Each record's producer, whichever part of the view reads it (a flagged idempotent
+            # record's its own column, every other its batch row's).
+            assert view_producers(conn, topic_id) == model_producers(log, log_start)
             assert fetched_rows(conn, topic_id, log_start, log.next_offset, page, max_bytes, chunk_bytes) == seen
             # Kafka's read_committed reads in offset order up to the last stable offset: the
             # view's rows lying below it, whatever their commit positions.
@@ -412,7 +456,7 @@ def test_a_fetch_walks_past_a_batch_with_nothing_left_to_read_from_its_position(
     with database.engine.connect() as conn:
         topic_id, _ = store(conn, log, 0, compacted=True)
         try:
-            assert_batch_rows_match(conn, counters=False)
+            assert_batch_rows_match(conn, counters=False, unflagged_allowed=True)
             result = read.fetch(conn, topic_id=topic_id, partition=0, offset=2, max_records=2,
                                 isolation=IsolationLevel.READ_COMMITTED)
             assert [(r.offset, r.commit_position, r.value) for r in result.records] == [(3, 3, "v3"), (4, 4, "v4")]

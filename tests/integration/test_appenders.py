@@ -27,7 +27,7 @@ from app.kafka import auth, protocol
 from app.kafka.api_keys import SERVED, ApiKey
 from app.kafka.apis import Apis, Broker
 from tests.appender_cases import APPENDERS, CASES, KAFKA, PYTHON, SEND, SQL, Case, Record, Stored, dumps, kafka_bytes
-from tests.helpers import create_topic
+from tests.helpers import create_topic, init_producer
 
 
 class Refused(Exception):
@@ -40,14 +40,18 @@ def _psycopg_url(db_url: str) -> str:
     return make_url(db_url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
-def by_send(client: Any, db_url: str, topic: str, partition: int, records: tuple[Record, ...]) -> list[bool]:
+def by_send(client: Any, db_url: str, topic: str, partition: int, records: tuple[Record, ...],
+            producer: dict | None = None) -> list[bool]:
     listed = ", ".join(
         '{"key": %s, "value": %s, "headers": %s, "timestamp_ms": %s}' % (
             "null" if r.key is None else _json_text(r.key), r.value_json(), r.headers_json() or "null",
             "null" if r.timestamp_ms is None else r.timestamp_ms)
         for r in records
     )
-    body = '{"batches": [{"topic": %s, "partition": %d, "records": [%s]}]}' % (_json_text(topic), partition, listed)
+    body = '{"batches": [{"topic": %s, "partition": %d, "records": [%s]%s}]%s}' % (
+        _json_text(topic), partition, listed, "" if producer is None else ', "base_sequence": 0',
+        "" if producer is None else ', "producer_id": %d, "producer_epoch": %d' % (
+            producer["producer_id"], producer["producer_epoch"]))
     r = client.post("/v1/records", content=body.encode(),
                     headers={"content-type": "application/json"})
     if r.status_code != 200:
@@ -59,7 +63,9 @@ def _json_text(s: str) -> str:
     return dumps(s)
 
 
-def by_python(client: Any, db_url: str, topic: str, partition: int, records: tuple[Record, ...]) -> list[bool]:
+def by_python(client: Any, db_url: str, topic: str, partition: int, records: tuple[Record, ...],
+              producer: dict | None = None) -> list[bool]:
+    assert producer is None, "the Python API has no producer"
     outbox_records = [OutboxRecord(value=r.value, key=r.key, headers=r.headers, message_id=r.message_id,
                                    timestamp_ms=r.timestamp_ms) for r in records]
     if db_url.startswith("sqlite"):
@@ -77,7 +83,9 @@ def by_python(client: Any, db_url: str, topic: str, partition: int, records: tup
         conn.close()
 
 
-def by_sql(client: Any, db_url: str, topic: str, partition: int, records: tuple[Record, ...]) -> list[bool]:
+def by_sql(client: Any, db_url: str, topic: str, partition: int, records: tuple[Record, ...],
+           producer: dict | None = None) -> list[bool]:
+    assert producer is None, "outbox.append has no producer"
     with psycopg.connect(_psycopg_url(db_url)) as conn:
         appended = []
         for r in records:
@@ -107,11 +115,13 @@ PRODUCE_VERSION = SERVED[ApiKey.PRODUCE][1]
 NO_TIMESTAMP = -1  # a Kafka record's timestamp when it has none
 
 
-def by_kafka(client: Any, db_url: str, topic: str, partition: int, records: tuple[Record, ...]) -> list[bool]:
+def by_kafka(client: Any, db_url: str, topic: str, partition: int, records: tuple[Record, ...],
+             producer: dict | None = None) -> list[bool]:
     """A Produce of one record batch, as a producer without idempotence writes it (aiokafka's
-    builder), read from its bytes and handled by the door's Produce, as the listener does for
-    an anonymous client."""
-    batch = DefaultRecordBatchBuilder(2, 0, 0, -1, -1, -1, 1 << 30)
+    builder), or as `producer`, idempotent, writes its first (sequence 0), read from its bytes
+    and handled by the door's Produce, as the listener does for an anonymous client."""
+    batch = (DefaultRecordBatchBuilder(2, 0, 0, -1, -1, -1, 1 << 30) if producer is None else
+             DefaultRecordBatchBuilder(2, 0, 0, producer["producer_id"], producer["producer_epoch"], 0, 1 << 30))
     for i, r in enumerate(records):
         batch.append(i, NO_TIMESTAMP if r.timestamp_ms is None else r.timestamp_ms,
                      None if r.key is None else kafka_bytes(r.key),
@@ -147,7 +157,7 @@ def _produce_frame(topic: str, partition: int, records: bytes) -> bytes:
     return buffer.getvalue()  # a frame as the listener hands it on, after its size
 
 
-Appender = Callable[[Any, str, str, int, tuple[Record, ...]], list[bool]]
+Appender = Callable[[Any, str, str, int, tuple[Record, ...], dict | None], list[bool]]
 RUNS: dict[str, tuple[Appender, list[str]]] = {
     SEND: (by_send, ["sqlite", "postgresql"]),
     PYTHON: (by_python, ["sqlite", "postgresql"]),
@@ -157,12 +167,13 @@ RUNS: dict[str, tuple[Appender, list[str]]] = {
 assert set(RUNS) == set(APPENDERS)
 
 
-def stored(db_url: str) -> tuple[Stored, ...]:
+def stored(db_url: str, producer: dict | None = None) -> tuple[Stored, ...]:
+    """The records stored, but the seed; a record's producer_id must be `producer`'s id or NULL."""
     engine = create_engine(db_url)
     with engine.connect() as conn:
         rows = conn.execute(text(
             'SELECT r."partition", r."offset", r.key, r.value, r.headers, m.message_id, r.timestamp_ms, '
-            "r.key_bytes, r.value_bytes, r.self_committed "
+            "r.key_bytes, r.value_bytes, r.self_committed, r.producer_id "
             "FROM records r JOIN topics t ON t.topic_id = r.topic_id "
             "LEFT JOIN record_message_ids m "
             'ON m.topic_id = r.topic_id AND m."partition" = r."partition" AND m."offset" = r."offset" '
@@ -170,10 +181,11 @@ def stored(db_url: str) -> tuple[Stored, ...]:
             'ORDER BY r."partition", r."offset"'
         )).all()
     engine.dispose()
+    assert {pid for *_, pid in rows} <= {None, None if producer is None else producer["producer_id"]}, rows
     return tuple(Stored(partition=p, offset=o, key=k, value=v, headers=h, message_id=m, timestamp_ms=ts,
                         key_bytes=None if kb is None else bytes(kb), value_bytes=None if vb is None else bytes(vb),
-                        self_committed=bool(sc))
-                 for p, o, k, v, h, m, ts, kb, vb, sc in rows)
+                        self_committed=bool(sc), idempotent=pid is not None)
+                 for p, o, k, v, h, m, ts, kb, vb, sc, pid in rows)
 
 
 @pytest.mark.parametrize(("appender", "db_url", "case"), [
@@ -190,10 +202,11 @@ def test_every_appender_gives_each_case_its_verdict(client: Any, db_url: str, ap
     assert seed.status_code == 200, seed.text
     run = RUNS[appender][0]
     if case.before:
-        run(client, db_url, case.topic, case.partition, case.before)
+        run(client, db_url, case.topic, case.partition, case.before, None)
+    producer = init_producer(client) if case.idempotent else None
 
     try:
-        appended = run(client, db_url, case.topic, case.partition, case.records)
+        appended = run(client, db_url, case.topic, case.partition, case.records, producer)
     except Refused as e:
         verdict: Any = e.error_code
     else:
@@ -204,4 +217,4 @@ def test_every_appender_gives_each_case_its_verdict(client: Any, db_url: str, ap
         assert stored(db_url) == ()
     else:
         assert verdict == list(case.appended or [True] * len(case.records))
-        assert stored(db_url) == case.stored
+        assert stored(db_url, producer) == case.stored

@@ -85,7 +85,8 @@ def test_a_record_outside_its_batch_rows_run_is_found(client: Any, db_url: str) 
 def test_a_batch_row_without_records_is_found(client: Any, db_url: str) -> None:
     _a_committed_transaction_after_plain_records(client, db_url)
     assert _problems_after(db_url, insert(record_batches).values(
-        topic_id=1, partition=0, base_offset=5, record_count=3, state="committed", commit_position=7)) == [
+        topic_id=1, partition=0, base_offset=5, record_count=3, state="committed", commit_position=7,
+        self_committed=True)) == [
         "partition (1, 0): batch row at 5 (3 records): no record left in its run",
     ]
 
@@ -121,6 +122,47 @@ def test_a_flagged_transactional_batch_is_found(client: Any, db_url: str) -> Non
         "partition (1, 0): record at 2: self_committed False, its batch row at 2's True",
         "partition (1, 0): record at 3: self_committed False, its batch row at 2's True",
         f"partition (1, 0): batch row at 2: self-committed, with producer 1 and transaction {txn_id}",
+    ]
+
+
+def _an_idempotent_batch_after_a_plain_one(client: Any) -> int:
+    """A plain record at 0, an idempotent producer's at 1 and 2 (in no transaction: flagged,
+    each carrying its producer id); returns that id."""
+    create_topic(client, "t")
+    assert client.post("/v1/records", json={"batches": [
+        {"topic": "t", "partition": 0, "records": [{"value": 0}]}]}).status_code == 200
+    p = init_producer(client)
+    assert send(client, [batch("t", 0, [1, 2], 0)], p).status_code == 200
+    return p["producer_id"]
+
+
+def test_an_idempotent_batch_left_unflagged_is_found(client: Any, db_url: str) -> None:
+    producer_id = _an_idempotent_batch_after_a_plain_one(client)
+    engine = create_engine(db_url)
+    try:
+        with engine.begin() as conn:
+            assert batch_row_problems(conn) == []
+            conn.execute(update(record_batches).where(record_batches.c.base_offset == 1).values(self_committed=False))
+            conn.execute(update(records).where(records.c.offset >= 1).values(self_committed=False, producer_id=None))
+            assert batch_row_problems(conn) == [
+                f"partition (1, 0): batch row at 1: not self-committed, with producer {producer_id} and no transaction"]
+            # As a writer before 0044 left it: read through its batch row.
+            assert batch_row_problems(conn, unflagged_allowed=True) == []
+    finally:
+        engine.dispose()
+
+
+def test_a_flagged_idempotent_record_without_its_producer_id_is_found(client: Any, db_url: str) -> None:
+    producer_id = _an_idempotent_batch_after_a_plain_one(client)
+    assert _problems_after(db_url, update(records).where(records.c.offset == 2).values(producer_id=None)) == [
+        f"partition (1, 0): record at 2: producer_id None, its batch row at 1 says {producer_id}",
+    ]
+
+
+def test_a_plain_record_with_a_producer_id_is_found(client: Any, db_url: str) -> None:
+    _an_idempotent_batch_after_a_plain_one(client)
+    assert _problems_after(db_url, update(records).where(records.c.offset == 0).values(producer_id=7)) == [
+        "partition (1, 0): record at 0: producer_id 7, its batch row at 0 says None",
     ]
 
 

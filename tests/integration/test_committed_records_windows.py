@@ -93,6 +93,7 @@ def _unflag(database) -> None:  # type: ignore[no-untyped-def]
         conn.execute(text("UPDATE record_batches SET self_committed = FALSE"))
 
 
+@pytest.mark.unflagged_records
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_on_sqlite_a_window_far_from_the_log_start_costs_what_one_near_it_costs(services, database) -> None:  # type: ignore[no-untyped-def]
     """Through the batch rows (plain batches written before 0041), each window reads its own
@@ -109,6 +110,7 @@ def test_on_sqlite_a_window_far_from_the_log_start_costs_what_one_near_it_costs(
     assert 2 * far <= unbounded, (far, unbounded)
 
 
+@pytest.mark.unflagged_records
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_on_sqlite_a_window_of_self_committed_records_is_a_range_of_them_however_it_is_bounded(  # type: ignore[no-untyped-def]
         services, database) -> None:

@@ -228,23 +228,29 @@ def _scans_of(node: dict, out: list[tuple[str, str | None, int]]) -> list[tuple[
     return out
 
 
+@pytest.mark.parametrize("idempotent", [False, True], ids=["plain", "idempotent"])
 def test_a_read_of_the_view_over_self_committed_records_is_a_range_of_the_records_alone(  # type: ignore[no-untyped-def]
-        services, database) -> None:
-    """A partition appended by plain Sends only (self-committed batches, docs/DESIGN-batches.md)
-    read through the view as Spark bounds it: the window is one range of the records' primary
-    key, and no batch row is read. On SQLite, the plan's first part (the self-committed
-    records) searches the topic, the partition and the records' range only; on PostgreSQL every
-    scan of record_batches, as run, returns nothing, and the records come from the primary key."""
+        services, database, idempotent) -> None:
+    """A partition appended by plain Sends only, or by an idempotent producer's (self-committed
+    batches, docs/DESIGN-batches.md; an idempotent one since migration 0044, its records
+    carrying its producer id), read through the view as Spark bounds it: the window is one
+    range of the records' primary key, and no batch row is read. On SQLite, the plan's first
+    part (the self-committed records) searches the topic, the partition and the records' range
+    only; on PostgreSQL every scan of record_batches, as run, returns nothing, and the records
+    come from the primary key."""
     services.topics.create("plans", 1)
     services.topics.create("beside", 2)
     records = [RecordToAppend(None, "1", None, 1) for _ in range(RECORDS_PER_SEND)]
-    for _ in range(20):
-        services.log.send([SendBatch("plans", 0, records)], producer_id=None, producer_epoch=None,
-                          transactional_id=None)
+    p = services.coordinator.init_producer_id(transactional_id=None, transaction_timeout_ms=None) if idempotent else None
+    for i in range(20):
+        services.log.send([SendBatch("plans", 0, records, None if p is None else i * RECORDS_PER_SEND)],
+                          producer_id=None if p is None else p.producer_id,
+                          producer_epoch=None if p is None else p.producer_epoch, transactional_id=None)
     sql = "SELECT * FROM committed_records WHERE " + " AND ".join(
         positions_predicate("plans", 0, 100, 900, database.dialect))
     with database.engine.connect() as conn:
-        assert [r.offset for r in conn.execute(text(sql + ' ORDER BY "offset"'))] == list(range(100, 900))
+        assert [(r.offset, r.producer_id) for r in conn.execute(text(sql + ' ORDER BY "offset"'))] == [
+            (o, None if p is None else p.producer_id) for o in range(100, 900)]
         if database.dialect == "sqlite":
             lines = [row[3] for row in conn.execute(text("EXPLAIN QUERY PLAN " + sql))]
             first = lines[lines.index("LEFT-MOST SUBQUERY") + 1:]

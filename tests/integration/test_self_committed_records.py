@@ -1,13 +1,15 @@
-"""Self-committed records (docs/DESIGN-batches.md, migration 0041): a batch with neither a
-producer nor a transaction is flagged self_committed, on its row and on each of its records,
-by the Send's writer whatever the topic's format (tests/integration/test_appenders.py holds
-every other appender to it), and no other batch is; the view committed_records reads a flagged
+"""Self-committed records (docs/DESIGN-batches.md, migrations 0041 and 0044): a data batch in
+no transaction, with no producer or an idempotent producer's, is flagged self_committed, on its
+row and on each of its records (an idempotent one's records carrying its producer id), by the
+Send's writer whatever the topic's format (tests/integration/test_appenders.py holds every
+other appender to it), and no other batch is; the view committed_records reads a flagged
 record without its batch row and every other through it, and the two give the same rows."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from sqlalchemy import create_engine, text
 
 from spark_jobs.reader import statement
@@ -57,13 +59,43 @@ def test_a_plain_sends_batch_of_a_bytes_topic_is_self_committed(client: Any, db_
     assert _flags(db_url) == ([(0, True)], [(0, True), (1, True)])
 
 
-def test_an_idempotent_producers_batch_is_not_self_committed(client: Any, db_url: str) -> None:
+def _producer_ids(db_url: str) -> list[tuple[int, int | None]]:
+    """(offset, producer_id) of each record of t/0, in offset order."""
+    engine = create_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            return [(o, pid) for o, pid in conn.execute(text(
+                'SELECT r."offset", r.producer_id FROM records r JOIN topics t USING (topic_id) '
+                "WHERE t.name = 't' ORDER BY r.\"offset\""))]
+    finally:
+        engine.dispose()
+
+
+def test_an_idempotent_producers_batch_is_self_committed_with_its_producer_id(client: Any, db_url: str) -> None:
     create_topic(client, "t")
     p = init_producer(client)
     assert send(client, [batch("t", 0, [1, 2], 0)], p).status_code == 200
-    assert send(client, [batch("t", 0, [3], 2)], p).status_code == 200
+    assert send(client, [batch("t", 0, [3], 2)], p).status_code == 200  # the producer's next batch
+    assert send(client, [batch("t", 0, [3], 2)], p).status_code == 200  # its retry: a duplicate, not written
+    assert send(client, [batch("t", 0, [4])]).status_code == 200
+
+    assert _flags(db_url) == ([(0, True), (2, True), (3, True)], [(0, True), (1, True), (2, True), (3, True)])
+    pid = p["producer_id"]
+    assert _producer_ids(db_url) == [(0, pid), (1, pid), (2, pid), (3, None)]
+    assert _view(db_url) == [(0, 0, "1", pid, False, 0), (1, 1, "2", pid, False, 1), (2, 2, "3", pid, False, 2),
+                             (3, 3, "4", None, False, 3)]
+
+
+def test_a_transactions_idempotent_producers_batches_are_not_self_committed(client: Any, db_url: str) -> None:
+    create_topic(client, "t")
+    p = init_producer(client, "tx")
+    begin(client, "tx", p)
+    assert send(client, [batch("t", 0, [1, 2], 0)], p, "tx").status_code == 200
+    assert client.post("/v1/transactions/tx/abort", json=ident(p)).status_code == 200
 
     assert _flags(db_url) == ([(0, False), (2, False)], [(0, False), (1, False), (2, False)])
+    assert _producer_ids(db_url) == [(0, None), (1, None), (2, None)]
+    assert _view(db_url) == []
 
 
 def test_a_transactions_batches_and_marker_are_not_self_committed(client: Any, db_url: str) -> None:
@@ -76,6 +108,7 @@ def test_a_transactions_batches_and_marker_are_not_self_committed(client: Any, d
     assert _flags(db_url) == ([(0, False), (2, False)], [(0, False), (1, False), (2, False)])
 
 
+@pytest.mark.unflagged_records
 def test_the_view_reads_flagged_and_unflagged_plain_batches_and_a_transactions_alike(client: Any, db_url: str) -> None:
     create_topic(client, "t")
     assert send(client, [batch("t", 0, [0, 1])]).status_code == 200  # 0-1, to be unflagged below
@@ -95,7 +128,7 @@ def test_the_view_reads_flagged_and_unflagged_plain_batches_and_a_transactions_a
             conn.execute(text("UPDATE record_batches SET self_committed = FALSE WHERE base_offset = 0"))
     finally:
         engine.dispose()
-    assert _flags(db_url)[0] == [(0, False), (2, False), (4, True), (5, False), (6, True), (8, False)]
+    assert _flags(db_url)[0] == [(0, False), (2, False), (4, True), (5, False), (6, True), (8, True)]
 
     pid = q["producer_id"]
     assert _view(db_url) == [
@@ -107,6 +140,7 @@ def test_the_view_reads_flagged_and_unflagged_plain_batches_and_a_transactions_a
     ]
 
 
+@pytest.mark.unflagged_records
 def test_a_ranges_end_inside_a_batch_read_through_its_row_past_the_probes_window_reads_the_batch(
         client: Any, db_url: str, monkeypatch: Any) -> None:
     """A range of positions that ends inside a plain batch written before 0041 (read through its

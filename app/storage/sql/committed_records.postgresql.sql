@@ -15,16 +15,18 @@ CREATE OR REPLACE VIEW @view@ AS
 -- test).
 --
 -- 1. Self-committed records ("Self-committed records" in docs/DESIGN-batches.md): those of a
--- batch with neither a producer nor a transaction, written since migration 0041. Such a batch's
--- row and its records are written in one database transaction, and its records are committed
--- at their own offsets, so a record that exists is committed, at its offset: it is read as one
--- range of `records` (a reader's bound on batch_position is a bound of the primary key's range),
--- with no batch row to descend to per record. Atomic visibility holds as for any row: a snapshot
--- sees the whole batch or none of it. Only such records are flagged: a transactional batch's
--- records exist before their commit, an idempotent one's producer is its batch row's.
+-- batch in no transaction, written since migration 0041 (with no producer) or 0044 (an
+-- idempotent producer's). Such a batch's row, its records (and an idempotent one's sequence
+-- state) are written in one database transaction, and its records are committed at their own
+-- offsets, so a record that exists is committed, at its offset: it is read as one range of
+-- `records` (a reader's bound on batch_position is a bound of the primary key's range), with no
+-- batch row to descend to per record; an idempotent batch's records carry its producer id
+-- (NULL for the others). Atomic visibility holds as for any row: a snapshot sees the whole
+-- batch or none of it. Only such records are flagged: a transactional batch's records exist
+-- before their commit.
 SELECT t.name AS topic, p.topic_id, p."partition", r."offset",
        r."offset" AS commit_position,
-       r.timestamp_ms, r.key, r.value, r.headers, NULL::bigint AS producer_id,
+       r.timestamp_ms, r.key, r.value, r.headers, r.producer_id,
        false AS transactional, r.key_bytes, r.value_bytes,
        r."offset" AS batch_position
 FROM records r
@@ -35,11 +37,12 @@ UNION ALL
 -- 2. Every other committed record, through its batch row: a committed batch is one with a
 -- commit position; a plain batch's record is exposed at its own offset, a transactional
 -- batch's at the batch's position (its COMMIT marker's offset); a marker's row has no position,
--- so a marker is never data. Plain batches written before 0041 (or by a process older than it)
--- are not flagged and are read here, as they always were. batch_position is the batch's own
--- position: a reader bounds it as well as commit_position, because a bound on commit_position
--- (a CASE over both tables) is only a filter, and alone it walks every committed batch of the
--- partition (ix_record_batches_committed_joined holds the batches read here, in that order).
+-- so a marker is never data. Plain batches written before 0041 and idempotent ones written
+-- before 0044 (or by a process older than it) are not flagged and are read here, as they
+-- always were. batch_position is the batch's own position: a reader bounds it as well as
+-- commit_position, because a bound on commit_position (a CASE over both tables) is only a
+-- filter, and alone it walks every committed batch of the partition
+-- (ix_record_batches_committed_joined holds the batches read here, in that order).
 SELECT t.name AS topic, b.topic_id, b."partition", r."offset",
        CASE WHEN b.txn_id IS NULL THEN r."offset" ELSE b.commit_position END AS commit_position,
        r.timestamp_ms, r.key, r.value, r.headers, b.producer_id,
