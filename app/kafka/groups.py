@@ -33,7 +33,7 @@ from app.domain import acl
 from app.domain.acl import Operation
 from app.domain.errors import (GroupMetadataTooLarge, InvalidRequest, MemberIdRequired, OutboxError,
                                RebalanceInProgress)
-from app.domain.group import CONSUMER_PROTOCOL, check_assignments_bytes, check_protocols_bytes
+from app.domain.group import CONSUMER_PROTOCOL, GroupState, check_assignments_bytes, check_protocols_bytes
 from app.kafka.api_keys import ApiKey
 from app.kafka.auth import NOT_REQUESTED, access, authorized_operations, refusal_code
 from app.kafka.errors import coordinator_error_code
@@ -51,6 +51,9 @@ WAIT_POLL_S = 0.1
 # core and 290 database transactions a second, for up to OUTBOX_GROUP_MAX_SESSION_TIMEOUT_MS.
 WAIT_POLL_MAX_S = 1.0
 _MS = datetime.timedelta(milliseconds=1)
+# The most groups one ListGroups answers, which has no paging: ten times an HTTP page's
+# largest, as ListTransactions' cap. More matching is logged.
+LIST_GROUPS_MAX = 100_000
 
 
 class _Waiting:
@@ -394,14 +397,35 @@ class GroupApis:
     def list_groups(self, body: Any, version: int) -> Any:
         m = response_module(ApiKey.LIST_GROUPS, version)
         assert m is not None
-        states = {s.lower() for s in getattr(body, "states_filter", ())}
-        # DESCRIBE on the cluster lists every group; otherwise those the principal may describe.
-        every = access().allows(Operation.DESCRIBE, acl.CLUSTER)
-        listed = tuple(
+        # KIP-518 (version 4 on): Kafka matches the states filter case-insensitively; a name
+        # that is no state matches no group.
+        asked = {s.lower() for s in getattr(body, "states_filter", ())}
+        states = {s for s in GroupState if s.value.lower() in asked} if asked else None
+        listed: list[Any] = []
+        if states is None or states:
+            door = access()
+            security, principal = door.state, door.principal
+            # DESCRIBE on the cluster lists every group; otherwise those the principal may
+            # describe. The ACL decision itself, not door.allows: that records each check for
+            # the rules (ListGroups needs none), a set as large as the table once every id is
+            # walked.
+            every = door.allows(Operation.DESCRIBE, acl.CLUSTER)
+            describable = None if every or security is None else (
+                lambda g: security.is_allowed(principal, Operation.DESCRIBE, acl.group(g)))
+            # Every id is walked (ListGroups has no paging to continue with): the states filter
+            # and the ACLs per chunk, so that neither groups in other states nor another
+            # principal's can push a match out. Only the matches are capped, for the answer's
+            # memory; one more is asked for to tell whether any were left out.
+            listed = self.groups.list_page(LIST_GROUPS_MAX + 1, None, describable, states=states,
+                                           bounded=False).groups
+            if len(listed) > LIST_GROUPS_MAX:
+                listed = listed[:LIST_GROUPS_MAX]
+                logger.warning("ListGroups answered the first %d matching group ids, up to %r; more match: "
+                               "narrow it with a states filter, or list them with GET /v1/groups (which pages)",
+                               LIST_GROUPS_MAX, listed[-1].group_id)
+        return build(m.ListGroupsResponse, throttle_time=NO_WAIT, error_code=ErrorCode.none, groups=tuple(
             build(m.ListedGroup, group_id=g.group_id, protocol_type=g.protocol_type or "", group_state=g.state.value)
-            for g in self.groups.list() if (not states or g.state.value.lower() in states)
-            and (every or access().allows(Operation.DESCRIBE, acl.group(g.group_id))))
-        return build(m.ListGroupsResponse, throttle_time=NO_WAIT, error_code=ErrorCode.none, groups=listed)
+            for g in listed))
 
 
 def _too_large(warn: RateLimitedLog, api: str, group_id: str, e: GroupMetadataTooLarge) -> None:

@@ -15,7 +15,7 @@ their generation is not the current one, which fences a consumer that lost its p
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -248,25 +248,29 @@ class GroupService:
             raise GroupIdNotFound(f"no consumer group {group_id!r}")
         return described
 
-    def list(self) -> list[groups.GroupListing]:
-        with self.db.read() as conn:
-            return groups.list_groups(conn)
-
     def list_page(self, limit: int, after: str | None = None,
-                  describable: Callable[[str], bool] | None = None) -> GroupPage:
-        """Up to `limit` groups the caller may describe (`describable`; every one when None),
-        in id order after `after`. The ids are read a chunk at a time and filtered per chunk, and
-        at most GROUP_LIST_EXAMINED_MAX of them a page: a caller who may describe few groups
-        among many costs a bounded read, not the whole table. A page cut by either bound says
-        where to continue (next_after)."""
+                  describable: Callable[[str], bool] | None = None, *,
+                  states: Collection[GroupState] | None = None, bounded: bool = True) -> GroupPage:
+        """Up to `limit` groups in one of `states` (any when None) that the caller may describe
+        (`describable`; every one when None), in id order after `after`. The ids are read a chunk
+        at a time and filtered per chunk: a filter applied to one capped read let groups the
+        caller may not see take every place. `bounded`: at most GROUP_LIST_EXAMINED_MAX ids
+        are read a page, so that a caller who may describe few groups among many costs a
+        bounded read, not the whole table; not bounded: the Kafka door's ListGroups, which
+        cannot page and walks every id. A page cut by either bound says where to continue
+        (next_after)."""
         found: list[groups.GroupListing] = []
         examined, last = 0, after
+        examined_max = GROUP_LIST_EXAMINED_MAX if bounded else None
         with self.db.read() as conn:
-            while examined < GROUP_LIST_EXAMINED_MAX:
-                asked = min(GROUP_LIST_CHUNK, GROUP_LIST_EXAMINED_MAX - examined)
+            while examined_max is None or examined < examined_max:
+                asked = GROUP_LIST_CHUNK if examined_max is None else min(GROUP_LIST_CHUNK, examined_max - examined)
                 chunk = groups.list_groups(conn, after=last, limit=asked)
                 for g in chunk:
                     examined, last = examined + 1, g.group_id
+                    # The state first: a group filtered out by it takes no place under `limit`.
+                    if states is not None and g.state not in states:
+                        continue
                     if describable is None or describable(g.group_id):
                         found.append(g)
                         if len(found) == limit:

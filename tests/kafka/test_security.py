@@ -632,6 +632,53 @@ def test_list_transactions_shows_only_the_transactional_ids_the_principal_may_de
     assert [t.transactional_id for t in answer.transaction_states] == ["mine"]
 
 
+def test_list_groups_walks_every_chunk_for_the_groups_the_principal_may_describe_and_logs_its_cap(
+        secured: Secured, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """ListGroups cannot page: it walks every group id in chunks, the states filter and the ACLs
+    applied per chunk, so that a group the principal may describe is found behind any number of
+    others; only the matches are capped, and a cut answer is logged."""
+    from kio.schema.list_groups.v4.request import ListGroupsRequest
+
+    import app.kafka.groups as kafka_groups
+    from app.services import group_service
+
+    w = secured
+    for g in ("a1", "a2", "a3", "a4", "a5", "zz-mine"):
+        r = w.client.post(f"/v1/groups/{g}/offsets", headers=w.headers(),
+                          json={"offsets": [{"topic": "orders", "partition": 0, "offset": 0}]})
+        assert r.status_code < 300, r.text
+    r = w.client.post("/v1/groups/b-web/members", headers=w.headers(), json={"topics": ["orders"]})
+    assert r.status_code == 200, r.text  # a member: Stable, where the others are Empty
+    w.grant("User:alice", "group", "zz-mine", "describe")
+    w.grant("User:alice", "group", "b-web", "describe")
+    # Chunks of two, and a page's bound of HTTP reached long before zz-mine: the door has none.
+    monkeypatch.setattr(group_service, "GROUP_LIST_CHUNK", 2)
+    monkeypatch.setattr(group_service, "GROUP_LIST_EXAMINED_MAX", 2)
+    caplog.set_level(logging.WARNING, logger="app.kafka")
+
+    def listed(*states: str) -> list[str]:
+        with w.connect() as s:
+            assert _sasl(s, "alice", w.keys["alice"]).error_code == ErrorCode.none
+            answer = ask(s, 16, 4, ListGroupsRequest(states_filter=states))
+        assert answer.error_code == ErrorCode.none
+        return [g.group_id for g in answer.groups]
+
+    def cut() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.getMessage().startswith("ListGroups answered")]
+
+    assert listed() == ["b-web", "zz-mine"]
+    assert listed("empty") == ["zz-mine"]
+    assert cut() == []
+
+    monkeypatch.setattr(kafka_groups, "LIST_GROUPS_MAX", 1)
+    # The states filter before the cap: b-web, first in id order, takes no place when filtered out.
+    assert listed("Empty") == ["zz-mine"]
+    assert cut() == []
+    assert listed() == ["b-web"]
+    (logged,) = cut()
+    assert "first 1 matching group ids, up to 'b-web'; more match" in logged
+
+
 def _open_transaction(w: Secured, tid: str, *writes: tuple[str, int]) -> None:
     """As admin over HTTP: `tid`'s transaction, open with one record in each (topic, partition)."""
     p = w.client.post("/v1/producers", headers=w.headers(), json={"transactional_id": tid})
