@@ -99,3 +99,12 @@ def test_the_topic_pages_high_watermark_column_shows_the_high_watermark() -> Non
     assert script.count(header) == 1
     row = script.split(header, 1)[1].split("\n", 2)[1]
     assert "n(p.log_start_offset), n(p.last_stable_offset), n(p.high_watermark)," in row, row
+
+
+def test_the_group_list_says_more_may_follow_when_its_page_was_cut() -> None:
+    # GET /v1/groups is a page: one cut by its limit, or by the ids a request reads past the
+    # principal's ACLs, answers next_after, and a list drawn without it looked whole.
+    script = (console.STATIC_DIR / "console" / "console.js").read_text()
+    body = script.split("  async function groups() {\n", 1)[1].split("\n  }\n", 1)[0]
+    assert 'const answer = await api("/v1/groups");' in body
+    assert "answer.next_after != null ? " in body and "more may follow" in body

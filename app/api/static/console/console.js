@@ -406,7 +406,7 @@
       card("count-hanging", hanging ? beyond(hanging.transactions.length, TXN_LIMIT) : "–", whole ? "hanging" : "hanging, of those you may describe",
         "#/transactions?show=hanging", "open past the maximum timeout"),
       card("count-lagging", n(lagging), "groups with lag", "#/groups",
-        groupList ? `of ${n(groupList.groups.length)}${mine}${groupList.groups.length > DETAILS_LIMIT ? ` (the first ${DETAILS_LIMIT} asked)` : ""}; unknown lag counts` : ""));
+        groupList ? `of ${groupList.next_after != null ? `${n(groupList.groups.length)}+` : n(groupList.groups.length)}${mine}${groupList.groups.length > DETAILS_LIMIT ? ` (the first ${DETAILS_LIMIT} asked)` : ""}; unknown lag counts` : ""));
   }
 
   async function topics() {
@@ -795,13 +795,18 @@
   }
 
   async function groups() {
-    const list = (await api("/v1/groups")).groups;
+    // One page of GET /v1/groups: a page it cut (by its limit, or by the ids one request reads
+    // past the principal's ACLs) answers next_after, and the page then says that more may follow.
+    const answer = await api("/v1/groups");
+    const list = answer.groups;
     const lags = (await groupLags(list)).map(l => (l ? totalLag(l) : "–"));
-    main.replaceChildren(h("h1", {}, "Consumer groups"), table(
-      ["group", "generation", "members", "lag (records)"],
-      list.map((g, i) => [link(`#/groups/${enc(g.group_id)}`, g.group_id), g.generation_id === null ? "–" : g.generation_id,
-        n(g.member_count), i < DETAILS_LIMIT ? lags[i] : "–"]),
-      "No group the principal may describe."));
+    main.replaceChildren(h("h1", {}, "Consumer groups"),
+      answer.next_after != null ? h("p", { class: "muted" }, `The first ${n(list.length)}, and more may follow: ` +
+        `GET /v1/groups?after=${enc(answer.next_after)} lists the next ones.`) : "",
+      table(["group", "generation", "members", "lag (records)"],
+        list.map((g, i) => [link(`#/groups/${enc(g.group_id)}`, g.group_id), g.generation_id === null ? "–" : g.generation_id,
+          n(g.member_count), i < DETAILS_LIMIT ? lags[i] : "–"]),
+        "No group the principal may describe."));
   }
 
   // ACLs and principals: the API's own lists (describe on the cluster). A principal with alter
