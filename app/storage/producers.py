@@ -70,8 +70,8 @@ def create_producer(
 
 
 def take_back_producer(conn: Connection, producer_id: int, producer_epoch: int, now_ms: int, principal: str) -> bool:
-    """Make again the row of a producer id that was handed out (at most the id counter's value)
-    but has none, forgotten by producer expiry, for the idempotent producer that sends with it
+    """Make again the row of a producer id that was handed out (above 0, the counter's start,
+    and at most its value) but has none, forgotten by producer expiry, for the idempotent producer that sends with it
     (LogService.send): at `producer_epoch`, held by `principal`, made now (so expiry keeps it
     for a whole expiration), and marked taken back (taken_back_ms: where it has no sequence
     state, its batches come at any sequence). False for an id never handed out, which stays
@@ -83,7 +83,7 @@ def take_back_producer(conn: Connection, producer_id: int, producer_epoch: int, 
     and inserts after it. The caller's Send then judges its batches against the row it finds,
     whoever made it (check_idempotent_use), as any Send does."""
     issued = conn.execute(select(counters.c.value).where(counters.c.name == PRODUCER_ID_COUNTER)).scalar_one()
-    if not 0 <= producer_id <= issued:
+    if not 0 < producer_id <= issued:
         return False
     conn.execute(dialect.insert_ignore(conn, producers).values(
         producer_id=producer_id, producer_epoch=producer_epoch, transactional_id=None, principal=principal,

@@ -199,7 +199,8 @@ def test_a_retry_of_a_batch_written_before_the_expiry_is_written_again(services,
 def test_an_id_never_handed_out_stays_unknown_and_nothing_is_made(services, clock) -> None:  # type: ignore[no-untyped-def]
     services.topics.create("t", 1)
     p = _init(services)
-    for producer_id in (p.producer_id + 1, p.producer_id + 1_000, -1):
+    # 0 too: the counter starts there, and the first id handed out is 1.
+    for producer_id in (p.producer_id + 1, p.producer_id + 1_000, -1, 0):
         with pytest.raises(UnknownProducerId):
             services.log.send([SendBatch("t", 0, [RecordToAppend(None, "v", None, 1)], 3)],
                               producer_id=producer_id, producer_epoch=0, transactional_id=None)
