@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, bindparam, delete, exists, insert, or_, select, update
 
-from app.domain.errors import ForgottenProducerId
+from app.domain.errors import ForgottenProducerId, InvalidProducerEpoch
 from app.domain.producer import ActiveProducer, StoredProducer
+from app.domain.types import MAX_PRODUCER_EPOCH
 from app.storage import dialect
 from app.storage.dialect import RowLock
 from app.storage.tables import (
@@ -75,7 +76,9 @@ def take_back_producer(conn: Connection, producer_id: int, producer_epoch: int, 
     (LogService.send): at `producer_epoch`, held by `principal`, made now (so expiry keeps it
     for a whole expiration), and marked taken back (taken_back_ms: where it has no sequence
     state, its batches come at any sequence). False for an id never handed out, which stays
-    unknown.
+    unknown. InvalidProducerEpoch for an epoch outside [0, MAX_PRODUCER_EPOCH], what a live
+    row's Send at such an epoch is answered (no row holds one): the Kafka door passes a batch's
+    int16 epoch through as it is, and a row at epoch -1 would be a producer no bump can follow.
 
     An insert-or-ignore: of two Sends taking the id back at once, the second inserts nothing
     and finds the first one's row (on PostgreSQL it waits for the first to commit, the primary
@@ -85,6 +88,8 @@ def take_back_producer(conn: Connection, producer_id: int, producer_epoch: int, 
     issued = conn.execute(select(counters.c.value).where(counters.c.name == PRODUCER_ID_COUNTER)).scalar_one()
     if not 0 < producer_id <= issued:
         return False
+    if not 0 <= producer_epoch <= MAX_PRODUCER_EPOCH:
+        raise InvalidProducerEpoch(f"producer epoch {producer_epoch} is outside 0..{MAX_PRODUCER_EPOCH}")
     conn.execute(dialect.insert_ignore(conn, producers).values(
         producer_id=producer_id, producer_epoch=producer_epoch, transactional_id=None, principal=principal,
         created_ms=now_ms, taken_back_ms=now_ms))

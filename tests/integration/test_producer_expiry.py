@@ -13,8 +13,9 @@ import pytest
 from sqlalchemy import select, update
 
 from app.composition import Services, maintenance_chores, serve_chores
-from app.domain.errors import InvalidProducerIdMapping, OutOfOrderSequenceNumber, UnknownProducerId
+from app.domain.errors import InvalidProducerEpoch, InvalidProducerIdMapping, OutOfOrderSequenceNumber, UnknownProducerId
 from app.domain.records import RecordToAppend
+from app.domain.types import MAX_PRODUCER_EPOCH
 from app.services import producer_expiry
 from app.services.log_service import SendBatch
 from app.services.producer_expiry import PRODUCER_EXPIRY_CHECK_INTERVAL_MS, ProducerIdExpiry
@@ -209,6 +210,23 @@ def test_an_id_never_handed_out_stays_unknown_and_nothing_is_made(services, cloc
     assert partition.log_end_offset == 0
     # And the counter was not moved: the next id handed out is the one after p's.
     assert _init(services).producer_id == p.producer_id + 1
+
+
+def test_a_send_at_an_epoch_no_producer_can_have_does_not_take_the_id_back(services, clock) -> None:  # type: ignore[no-untyped-def]
+    # The Kafka door passes a batch's int16 epoch as it is: -1 is what a batch without a
+    # producer carries. Answered as a live producer's Send at that epoch is.
+    services.topics.create("t", 1)
+    p = _init(services)
+    _send(services, p, 0, 0, "a")
+    clock.advance(EXPIRATION_MS + 1)
+    services.producer_expiry.expire(clock())
+
+    for producer_epoch in (-1, MAX_PRODUCER_EPOCH + 1):
+        with pytest.raises(InvalidProducerEpoch):
+            services.log.send([SendBatch("t", 0, [RecordToAppend(None, "v", None, 1)], 1)],
+                              producer_id=p.producer_id, producer_epoch=producer_epoch, transactional_id=None)
+    assert _producer_row(services, p.producer_id) is None
+    assert _send(services, p, 0, 1, "b").base_offset == 1
 
 
 def test_a_transactional_send_does_not_take_a_forgotten_id_back(services, clock) -> None:  # type: ignore[no-untyped-def]
