@@ -20,6 +20,7 @@ from app.domain.errors import (
     OffsetOutOfRange,
     OutboxError,
     UnknownTopicOrPartition,
+    InvalidProducerEpoch,
     InvalidRecord,
     InvalidRequest,
 )
@@ -284,13 +285,19 @@ class LogService:
         producing, as a Kafka broker takes the produce of a producer whose state it no longer
         holds. Without that, a producer idle past OUTBOX_PRODUCER_ID_EXPIRATION_MS would be
         refused until restarted: neither this repository's client nor librdkafka asks for a new
-        id by itself."""
+        id by itself. A row taken back at an older epoch than its sender's (by a request left
+        behind) is raised to the Send's higher epoch (producers.raise_taken_back_epoch)."""
         check_send(batches, producer_id, producer_epoch, transactional_id)
         try:
             return self._send_once(batches, producer_id, producer_epoch, transactional_id, principal,
                                    transaction_version)
         except ForgottenProducerId:
             if transactional_id is not None or not self._take_back(producer_id, producer_epoch, principal):  # type: ignore[arg-type]
+                raise
+        except InvalidProducerEpoch:
+            # A row taken back by a request left behind at an older epoch than its sender's now
+            # (producers.raise_taken_back_epoch).
+            if transactional_id is not None or not self._raise_taken_back_epoch(producer_id, producer_epoch, principal):  # type: ignore[arg-type]
                 raise
         # Once only: a row expiry forgot again meanwhile (an expiration shorter than this Send)
         # is answered UNKNOWN_PRODUCER_ID.
@@ -304,6 +311,12 @@ class LogService:
         batches in another order of partitions), a deadlock. False for an id never handed out."""
         with self.db.write() as conn:
             return producers.take_back_producer(conn, producer_id, producer_epoch, self.clock(), principal)
+
+    def _raise_taken_back_epoch(self, producer_id: int, producer_epoch: int, principal: str) -> bool:
+        """producers.raise_taken_back_epoch in a database transaction of its own, as _take_back
+        and for its reason."""
+        with self.db.write() as conn:
+            return producers.raise_taken_back_epoch(conn, producer_id, producer_epoch, self.clock(), principal)
 
     def _send_once(self, batches: list[SendBatch], producer_id: int | None, producer_epoch: int | None,
                    transactional_id: str | None, principal: str,

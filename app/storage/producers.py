@@ -96,6 +96,42 @@ def take_back_producer(conn: Connection, producer_id: int, producer_epoch: int, 
     return True
 
 
+def raise_taken_back_epoch(conn: Connection, producer_id: int, producer_epoch: int, now_ms: int,
+                           principal: str) -> bool:
+    """A Send at a higher epoch than its producer's row, while that row is taken back
+    (taken_back_ms): the row made again by a request its sender had left behind, at an older
+    epoch than the sender's now (expiry forgot the epoch bump with the rest). Raised to
+    `producer_epoch`, made now, still taken back, and without its sequence state, which was the
+    older epoch's: every partition takes the newer epoch's batches at the sequence they carry,
+    as a take-back's, as Kafka's brokers take a newer epoch from a producer whose state they
+    lost. Without it, the sender's current epoch is refused for good (InvalidProducerEpoch) and
+    so is its epoch bump. False where the row is not that: a lower or equal epoch stays refused,
+    and a row made by InitProducerId or bumped since is judged as any.
+
+    The row is locked FOR UPDATE first: on PostgreSQL an idempotent Send under way holds it FOR
+    KEY SHARE until it commits (sequence_state._PRODUCER_HOLDS), so this waits for the older
+    epoch's Sends in flight, and the state deleted here is all of theirs; without the lock (an
+    update alone takes FOR NO KEY UPDATE, which waits for none of them) one could write its
+    older epoch's state after the delete, and the newer epoch would be refused there (a new
+    epoch's sequences start at 0). A Send that comes later waits, then finds the higher epoch.
+    On SQLite this transaction is the only writer."""
+    if not 0 <= producer_epoch <= MAX_PRODUCER_EPOCH:
+        return False
+    conn.execute(dialect.lock_row(conn.dialect.name, select(producers.c.producer_id)
+                                  .where(producers.c.producer_id == producer_id), RowLock.UPDATE)).first()
+    raised = conn.execute(
+        update(producers)
+        .where(producers.c.producer_id == producer_id, producers.c.taken_back_ms.is_not(None),
+               producers.c.transactional_id.is_(None), producers.c.principal == principal,
+               producers.c.producer_epoch < producer_epoch)
+        .values(producer_epoch=producer_epoch, created_ms=now_ms, taken_back_ms=now_ms)
+    ).rowcount
+    if raised != 1:
+        return False
+    conn.execute(delete(producer_partitions).where(producer_partitions.c.producer_id == producer_id))
+    return True
+
+
 def bump_producer_epoch(conn: Connection, producer_id: int, producer_epoch: int, now_ms: int) -> None:
     """An idempotent producer's KIP-360 epoch bump: its new epoch, and `created_ms` moved to now,
     as the bump makes the producer anew (its sequences start again). Producer expiry counts

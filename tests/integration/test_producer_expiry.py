@@ -166,6 +166,34 @@ def test_a_producer_taken_back_then_bumped_starts_its_new_epoch_at_zero_everywhe
     assert _send(services, bumped, 1, 0, "c").base_offset == 0
 
 
+def test_a_request_left_behind_at_an_older_epoch_does_not_lock_out_the_current_one(services, clock) -> None:  # type: ignore[no-untyped-def]
+    services.topics.create("t", 2)
+    p = _init(services)
+    _send(services, p, 0, 0, "a")
+    bumped = services.coordinator.init_producer_id(transactional_id=None, transaction_timeout_ms=None,
+                                                   producer_id=p.producer_id, producer_epoch=p.producer_epoch)
+    _send(services, bumped, 0, 0, "b")
+    _send(services, bumped, 1, 0, "c")
+    clock.advance(EXPIRATION_MS + 1)
+    services.producer_expiry.expire(clock())
+    # An epoch-0 request left behind comes first: it takes the id back at epoch 0.
+    assert _send(services, p, 0, 1, "old").base_offset == 2
+
+    # The current epoch's Send: taken back at its epoch, its sequences where they are, in the
+    # partition the older epoch wrote to as in the other.
+    assert _send(services, bumped, 0, 1, "d").base_offset == 3
+    assert _send(services, bumped, 1, 1, "e").base_offset == 1
+    assert _producer_row(services, p.producer_id) == (bumped.producer_epoch, None, "User:ANONYMOUS", clock())
+    assert _last_sequences(services) == [(p.producer_id, 0, 1), (p.producer_id, 1, 1)]
+    # The older epoch stays refused, and the current one bumps as usual.
+    with pytest.raises(InvalidProducerEpoch):
+        _send(services, p, 0, 2, "older")
+    again = services.coordinator.init_producer_id(transactional_id=None, transaction_timeout_ms=None,
+                                                  producer_id=bumped.producer_id, producer_epoch=bumped.producer_epoch)
+    assert again.producer_epoch == bumped.producer_epoch + 1
+    assert _send(services, again, 0, 0, "f").base_offset == 4
+
+
 def test_every_partition_of_the_send_that_takes_the_id_back_starts_at_its_own_sequence(services, clock) -> None:  # type: ignore[no-untyped-def]
     services.topics.create("t", 3)
     p = _init(services)
