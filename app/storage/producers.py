@@ -96,6 +96,27 @@ def take_back_producer(conn: Connection, producer_id: int, producer_epoch: int, 
     return True
 
 
+def give_back_producer(conn: Connection, producer_id: int, producer_epoch: int, taken_back_ms: int) -> None:
+    """Delete again the row a take-back made (take_back_producer, at `taken_back_ms`) when the
+    Send it was made for is refused (an overflowing sequence, OFFSET_MISMATCH…): a refused Send
+    leaves nothing, as one of an id never handed out. Only the row as it was made: no sequence
+    state in any partition, not raised since (raise_taken_back_epoch), not bumped (which clears
+    taken_back_ms); a row another Send has written with stays.
+
+    Locked FOR UPDATE first, as delete_idle_producers does but waiting: on PostgreSQL a Send
+    under way holds the row FOR KEY SHARE until it commits, and the delete's own snapshot, taken
+    once the lock is held, has its state if it wrote any. Left as it is: a concurrent Send that
+    found this row (its own take-back inserted nothing) but whose statements have not reached it
+    yet finds it gone and is answered UNKNOWN_PRODUCER_ID, as when expiry forgets it again."""
+    conn.execute(dialect.lock_row(conn.dialect.name, select(producers.c.producer_id)
+                                  .where(producers.c.producer_id == producer_id), RowLock.UPDATE)).first()
+    conn.execute(delete(producers).where(
+        producers.c.producer_id == producer_id, producers.c.producer_epoch == producer_epoch,
+        producers.c.taken_back_ms == taken_back_ms, producers.c.created_ms == taken_back_ms,
+        producers.c.transactional_id.is_(None),
+        ~exists().where(producer_partitions.c.producer_id == producers.c.producer_id)))
+
+
 def raise_taken_back_epoch(conn: Connection, producer_id: int, producer_epoch: int, now_ms: int,
                            principal: str) -> bool:
     """A Send at a higher epoch than its producer's row, while that row is taken back

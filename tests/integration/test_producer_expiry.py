@@ -14,6 +14,7 @@ from sqlalchemy import select, update
 
 from app.composition import Services, maintenance_chores, serve_chores
 from app.domain.errors import InvalidProducerEpoch, InvalidProducerIdMapping, OutOfOrderSequenceNumber, UnknownProducerId
+from app.domain.producer import MAX_SEQUENCE
 from app.domain.records import RecordToAppend
 from app.domain.types import MAX_PRODUCER_EPOCH
 from app.services import producer_expiry
@@ -255,6 +256,25 @@ def test_a_send_at_an_epoch_no_producer_can_have_does_not_take_the_id_back(servi
                               producer_id=p.producer_id, producer_epoch=producer_epoch, transactional_id=None)
     assert _producer_row(services, p.producer_id) is None
     assert _send(services, p, 0, 1, "b").base_offset == 1
+
+
+def test_a_send_refused_after_taking_the_id_back_leaves_no_row(services, clock) -> None:  # type: ignore[no-untyped-def]
+    services.topics.create("t", 1)
+    p = _init(services)
+    _send(services, p, 0, 0, "a")
+    clock.advance(EXPIRATION_MS + 1)
+    services.producer_expiry.expire(clock())
+
+    # Its sequences would pass 2^31-1: refused after the take-back made the row.
+    with pytest.raises(OutOfOrderSequenceNumber):
+        services.log.send([SendBatch("t", 0, [RecordToAppend(None, "v", None, 1)] * 2, MAX_SEQUENCE)],
+                          producer_id=p.producer_id, producer_epoch=p.producer_epoch, transactional_id=None)
+
+    assert _producer_row(services, p.producer_id) is None
+    assert _state_rows(services) == []
+    # Its next Send takes the id back as if that one had not been.
+    assert _send(services, p, 0, 1, "b").base_offset == 1
+    assert _producer_row(services, p.producer_id) == (p.producer_epoch, None, "User:ANONYMOUS", clock())
 
 
 def test_a_transactional_send_does_not_take_a_forgotten_id_back(services, clock) -> None:  # type: ignore[no-untyped-def]
