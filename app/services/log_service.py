@@ -20,6 +20,7 @@ from app.domain.errors import (
     OffsetOutOfRange,
     OutboxError,
     UnknownTopicOrPartition,
+    InvalidProducerEpoch,
     InvalidRecord,
     InvalidRequest,
 )
@@ -284,26 +285,50 @@ class LogService:
         producing, as a Kafka broker takes the produce of a producer whose state it no longer
         holds. Without that, a producer idle past OUTBOX_PRODUCER_ID_EXPIRATION_MS would be
         refused until restarted: neither this repository's client nor librdkafka asks for a new
-        id by itself."""
+        id by itself. A row taken back at an older epoch than its sender's (by a request left
+        behind) is raised to the Send's higher epoch (producers.raise_taken_back_epoch)."""
         check_send(batches, producer_id, producer_epoch, transactional_id)
         try:
             return self._send_once(batches, producer_id, producer_epoch, transactional_id, principal,
                                    transaction_version)
         except ForgottenProducerId:
-            if transactional_id is not None or not self._take_back(producer_id, producer_epoch, principal):  # type: ignore[arg-type]
+            taken_back_ms = None if transactional_id is not None else self._take_back(producer_id, producer_epoch, principal)  # type: ignore[arg-type]
+            if taken_back_ms is None:
                 raise
+        except InvalidProducerEpoch:
+            # A row taken back by a request left behind at an older epoch than its sender's now
+            # (producers.raise_taken_back_epoch).
+            if transactional_id is not None or not self._raise_taken_back_epoch(producer_id, producer_epoch, principal):  # type: ignore[arg-type]
+                raise
+            taken_back_ms = None
         # Once only: a row expiry forgot again meanwhile (an expiration shorter than this Send)
         # is answered UNKNOWN_PRODUCER_ID.
-        return self._send_once(batches, producer_id, producer_epoch, None, principal, None)
+        try:
+            return self._send_once(batches, producer_id, producer_epoch, None, principal, None)
+        except OutboxError:
+            if taken_back_ms is not None:
+                # Refused: the row made for it goes again (producers.give_back_producer).
+                with self.db.write() as conn:
+                    producers.give_back_producer(conn, producer_id, producer_epoch, taken_back_ms)  # type: ignore[arg-type]
+            raise
 
-    def _take_back(self, producer_id: int, producer_epoch: int, principal: str) -> bool:
+    def _take_back(self, producer_id: int, producer_epoch: int, principal: str) -> int | None:
         """Make the row of a forgotten producer id again (producers.take_back_producer) in a
         database transaction of its own, committed before the Send is made again: made inside
         the Send's, after it took a partition's lock, it would wait there for a concurrent
         Send's take-back of the same id, which could be waiting for that partition's lock (its
-        batches in another order of partitions), a deadlock. False for an id never handed out."""
+        batches in another order of partitions), a deadlock. The time the row was made at (its
+        taken_back_ms, for give_back_producer); None for an id never handed out."""
+        now_ms = self.clock()
         with self.db.write() as conn:
-            return producers.take_back_producer(conn, producer_id, producer_epoch, self.clock(), principal)
+            made = producers.take_back_producer(conn, producer_id, producer_epoch, now_ms, principal)
+        return now_ms if made else None
+
+    def _raise_taken_back_epoch(self, producer_id: int, producer_epoch: int, principal: str) -> bool:
+        """producers.raise_taken_back_epoch in a database transaction of its own, as _take_back
+        and for its reason."""
+        with self.db.write() as conn:
+            return producers.raise_taken_back_epoch(conn, producer_id, producer_epoch, self.clock(), principal)
 
     def _send_once(self, batches: list[SendBatch], producer_id: int | None, producer_epoch: int | None,
                    transactional_id: str | None, principal: str,

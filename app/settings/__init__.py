@@ -120,8 +120,9 @@ class Settings(HttpSettings):
     # InitProducerIds without a transactional id do not keep rows without bound. Its next Send
     # takes the id back (LogService.send), as Kafka's brokers take a forgotten producer's next
     # produce: the producer goes on, and only a retry of a batch written before the expiry is
-    # written again. Unset, nothing is forgotten and the chore does not run. At most 2^62 ms,
-    # for the reason above.
+    # written again. The environment cannot unset it: a value longer than any producer stays
+    # idle, up to 2^62 ms (the bound, for the reason above), forgets practically nothing. None,
+    # which only code building Settings can give, forgets nothing and the chore does not run.
     producer_id_expiration_ms: int | None = Field(default=86_400_000, ge=1, le=2**62)
     # Kafka's group.min/max.session.timeout.ms, ints as there: a member's session timeout is a
     # 32-bit column of the database, which PostgreSQL refuses past 2^31-1.

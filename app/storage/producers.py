@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, bindparam, delete, exists, insert, or_, select, update
 
-from app.domain.errors import ForgottenProducerId
+from app.domain.errors import ForgottenProducerId, InvalidProducerEpoch
 from app.domain.producer import ActiveProducer, StoredProducer
+from app.domain.types import MAX_PRODUCER_EPOCH
 from app.storage import dialect
 from app.storage.dialect import RowLock
 from app.storage.tables import (
@@ -70,12 +71,14 @@ def create_producer(
 
 
 def take_back_producer(conn: Connection, producer_id: int, producer_epoch: int, now_ms: int, principal: str) -> bool:
-    """Make again the row of a producer id that was handed out (at most the id counter's value)
-    but has none, forgotten by producer expiry, for the idempotent producer that sends with it
+    """Make again the row of a producer id that was handed out (above 0, the counter's start,
+    and at most its value) but has none, forgotten by producer expiry, for the idempotent producer that sends with it
     (LogService.send): at `producer_epoch`, held by `principal`, made now (so expiry keeps it
     for a whole expiration), and marked taken back (taken_back_ms: where it has no sequence
     state, its batches come at any sequence). False for an id never handed out, which stays
-    unknown.
+    unknown. InvalidProducerEpoch for an epoch outside [0, MAX_PRODUCER_EPOCH], what a live
+    row's Send at such an epoch is answered (no row holds one): the Kafka door passes a batch's
+    int16 epoch through as it is, and a row at epoch -1 would be a producer no bump can follow.
 
     An insert-or-ignore: of two Sends taking the id back at once, the second inserts nothing
     and finds the first one's row (on PostgreSQL it waits for the first to commit, the primary
@@ -83,11 +86,70 @@ def take_back_producer(conn: Connection, producer_id: int, producer_epoch: int, 
     and inserts after it. The caller's Send then judges its batches against the row it finds,
     whoever made it (check_idempotent_use), as any Send does."""
     issued = conn.execute(select(counters.c.value).where(counters.c.name == PRODUCER_ID_COUNTER)).scalar_one()
-    if not 0 <= producer_id <= issued:
+    if not 0 < producer_id <= issued:
         return False
+    if not 0 <= producer_epoch <= MAX_PRODUCER_EPOCH:
+        raise InvalidProducerEpoch(f"producer epoch {producer_epoch} is outside 0..{MAX_PRODUCER_EPOCH}")
     conn.execute(dialect.insert_ignore(conn, producers).values(
         producer_id=producer_id, producer_epoch=producer_epoch, transactional_id=None, principal=principal,
         created_ms=now_ms, taken_back_ms=now_ms))
+    return True
+
+
+def give_back_producer(conn: Connection, producer_id: int, producer_epoch: int, taken_back_ms: int) -> None:
+    """Delete again the row a take-back made (take_back_producer, at `taken_back_ms`) when the
+    Send it was made for is refused (an overflowing sequence, OFFSET_MISMATCH…): a refused Send
+    leaves nothing, as one of an id never handed out. Only the row as it was made: no sequence
+    state in any partition, not raised since (raise_taken_back_epoch), not bumped (which clears
+    taken_back_ms); a row another Send has written with stays.
+
+    Locked FOR UPDATE first, as delete_idle_producers does but waiting: on PostgreSQL a Send
+    under way holds the row FOR KEY SHARE until it commits, and the delete's own snapshot, taken
+    once the lock is held, has its state if it wrote any. Left as it is: a concurrent Send that
+    found this row (its own take-back inserted nothing) but whose statements have not reached it
+    yet finds it gone and is answered UNKNOWN_PRODUCER_ID, as when expiry forgets it again."""
+    conn.execute(dialect.lock_row(conn.dialect.name, select(producers.c.producer_id)
+                                  .where(producers.c.producer_id == producer_id), RowLock.UPDATE)).first()
+    conn.execute(delete(producers).where(
+        producers.c.producer_id == producer_id, producers.c.producer_epoch == producer_epoch,
+        producers.c.taken_back_ms == taken_back_ms, producers.c.created_ms == taken_back_ms,
+        producers.c.transactional_id.is_(None),
+        ~exists().where(producer_partitions.c.producer_id == producers.c.producer_id)))
+
+
+def raise_taken_back_epoch(conn: Connection, producer_id: int, producer_epoch: int, now_ms: int,
+                           principal: str) -> bool:
+    """A Send at a higher epoch than its producer's row, while that row is taken back
+    (taken_back_ms): the row made again by a request its sender had left behind, at an older
+    epoch than the sender's now (expiry forgot the epoch bump with the rest). Raised to
+    `producer_epoch`, made now, still taken back, and without its sequence state, which was the
+    older epoch's: every partition takes the newer epoch's batches at the sequence they carry,
+    as a take-back's, as Kafka's brokers take a newer epoch from a producer whose state they
+    lost. Without it, the sender's current epoch is refused for good (InvalidProducerEpoch) and
+    so is its epoch bump. False where the row is not that: a lower or equal epoch stays refused,
+    and a row made by InitProducerId or bumped since is judged as any.
+
+    The row is locked FOR UPDATE first: on PostgreSQL an idempotent Send under way holds it FOR
+    KEY SHARE until it commits (sequence_state._PRODUCER_HOLDS), so this waits for the older
+    epoch's Sends in flight, and the state deleted here is all of theirs; without the lock (an
+    update alone takes FOR NO KEY UPDATE, which waits for none of them) one could write its
+    older epoch's state after the delete, and the newer epoch would be refused there (a new
+    epoch's sequences start at 0). A Send that comes later waits, then finds the higher epoch.
+    On SQLite this transaction is the only writer."""
+    if not 0 <= producer_epoch <= MAX_PRODUCER_EPOCH:
+        return False
+    conn.execute(dialect.lock_row(conn.dialect.name, select(producers.c.producer_id)
+                                  .where(producers.c.producer_id == producer_id), RowLock.UPDATE)).first()
+    raised = conn.execute(
+        update(producers)
+        .where(producers.c.producer_id == producer_id, producers.c.taken_back_ms.is_not(None),
+               producers.c.transactional_id.is_(None), producers.c.principal == principal,
+               producers.c.producer_epoch < producer_epoch)
+        .values(producer_epoch=producer_epoch, created_ms=now_ms, taken_back_ms=now_ms)
+    ).rowcount
+    if raised != 1:
+        return False
+    conn.execute(delete(producer_partitions).where(producer_partitions.c.producer_id == producer_id))
     return True
 
 

@@ -13,8 +13,10 @@ import pytest
 from sqlalchemy import select, update
 
 from app.composition import Services, maintenance_chores, serve_chores
-from app.domain.errors import InvalidProducerIdMapping, OutOfOrderSequenceNumber, UnknownProducerId
+from app.domain.errors import InvalidProducerEpoch, InvalidProducerIdMapping, OutOfOrderSequenceNumber, UnknownProducerId
+from app.domain.producer import MAX_SEQUENCE
 from app.domain.records import RecordToAppend
+from app.domain.types import MAX_PRODUCER_EPOCH
 from app.services import producer_expiry
 from app.services.log_service import SendBatch
 from app.services.producer_expiry import PRODUCER_EXPIRY_CHECK_INTERVAL_MS, ProducerIdExpiry
@@ -165,6 +167,34 @@ def test_a_producer_taken_back_then_bumped_starts_its_new_epoch_at_zero_everywhe
     assert _send(services, bumped, 1, 0, "c").base_offset == 0
 
 
+def test_a_request_left_behind_at_an_older_epoch_does_not_lock_out_the_current_one(services, clock) -> None:  # type: ignore[no-untyped-def]
+    services.topics.create("t", 2)
+    p = _init(services)
+    _send(services, p, 0, 0, "a")
+    bumped = services.coordinator.init_producer_id(transactional_id=None, transaction_timeout_ms=None,
+                                                   producer_id=p.producer_id, producer_epoch=p.producer_epoch)
+    _send(services, bumped, 0, 0, "b")
+    _send(services, bumped, 1, 0, "c")
+    clock.advance(EXPIRATION_MS + 1)
+    services.producer_expiry.expire(clock())
+    # An epoch-0 request left behind comes first: it takes the id back at epoch 0.
+    assert _send(services, p, 0, 1, "old").base_offset == 2
+
+    # The current epoch's Send: taken back at its epoch, its sequences where they are, in the
+    # partition the older epoch wrote to as in the other.
+    assert _send(services, bumped, 0, 1, "d").base_offset == 3
+    assert _send(services, bumped, 1, 1, "e").base_offset == 1
+    assert _producer_row(services, p.producer_id) == (bumped.producer_epoch, None, "User:ANONYMOUS", clock())
+    assert _last_sequences(services) == [(p.producer_id, 0, 1), (p.producer_id, 1, 1)]
+    # The older epoch stays refused, and the current one bumps as usual.
+    with pytest.raises(InvalidProducerEpoch):
+        _send(services, p, 0, 2, "older")
+    again = services.coordinator.init_producer_id(transactional_id=None, transaction_timeout_ms=None,
+                                                  producer_id=bumped.producer_id, producer_epoch=bumped.producer_epoch)
+    assert again.producer_epoch == bumped.producer_epoch + 1
+    assert _send(services, again, 0, 0, "f").base_offset == 4
+
+
 def test_every_partition_of_the_send_that_takes_the_id_back_starts_at_its_own_sequence(services, clock) -> None:  # type: ignore[no-untyped-def]
     services.topics.create("t", 3)
     p = _init(services)
@@ -199,7 +229,8 @@ def test_a_retry_of_a_batch_written_before_the_expiry_is_written_again(services,
 def test_an_id_never_handed_out_stays_unknown_and_nothing_is_made(services, clock) -> None:  # type: ignore[no-untyped-def]
     services.topics.create("t", 1)
     p = _init(services)
-    for producer_id in (p.producer_id + 1, p.producer_id + 1_000, -1):
+    # 0 too: the counter starts there, and the first id handed out is 1.
+    for producer_id in (p.producer_id + 1, p.producer_id + 1_000, -1, 0):
         with pytest.raises(UnknownProducerId):
             services.log.send([SendBatch("t", 0, [RecordToAppend(None, "v", None, 1)], 3)],
                               producer_id=producer_id, producer_epoch=0, transactional_id=None)
@@ -208,6 +239,42 @@ def test_an_id_never_handed_out_stays_unknown_and_nothing_is_made(services, cloc
     assert partition.log_end_offset == 0
     # And the counter was not moved: the next id handed out is the one after p's.
     assert _init(services).producer_id == p.producer_id + 1
+
+
+def test_a_send_at_an_epoch_no_producer_can_have_does_not_take_the_id_back(services, clock) -> None:  # type: ignore[no-untyped-def]
+    # The Kafka door passes a batch's int16 epoch as it is: -1 is what a batch without a
+    # producer carries. Answered as a live producer's Send at that epoch is.
+    services.topics.create("t", 1)
+    p = _init(services)
+    _send(services, p, 0, 0, "a")
+    clock.advance(EXPIRATION_MS + 1)
+    services.producer_expiry.expire(clock())
+
+    for producer_epoch in (-1, MAX_PRODUCER_EPOCH + 1):
+        with pytest.raises(InvalidProducerEpoch):
+            services.log.send([SendBatch("t", 0, [RecordToAppend(None, "v", None, 1)], 1)],
+                              producer_id=p.producer_id, producer_epoch=producer_epoch, transactional_id=None)
+    assert _producer_row(services, p.producer_id) is None
+    assert _send(services, p, 0, 1, "b").base_offset == 1
+
+
+def test_a_send_refused_after_taking_the_id_back_leaves_no_row(services, clock) -> None:  # type: ignore[no-untyped-def]
+    services.topics.create("t", 1)
+    p = _init(services)
+    _send(services, p, 0, 0, "a")
+    clock.advance(EXPIRATION_MS + 1)
+    services.producer_expiry.expire(clock())
+
+    # Its sequences would pass 2^31-1: refused after the take-back made the row.
+    with pytest.raises(OutOfOrderSequenceNumber):
+        services.log.send([SendBatch("t", 0, [RecordToAppend(None, "v", None, 1)] * 2, MAX_SEQUENCE)],
+                          producer_id=p.producer_id, producer_epoch=p.producer_epoch, transactional_id=None)
+
+    assert _producer_row(services, p.producer_id) is None
+    assert _state_rows(services) == []
+    # Its next Send takes the id back as if that one had not been.
+    assert _send(services, p, 0, 1, "b").base_offset == 1
+    assert _producer_row(services, p.producer_id) == (p.producer_epoch, None, "User:ANONYMOUS", clock())
 
 
 def test_a_transactional_send_does_not_take_a_forgotten_id_back(services, clock) -> None:  # type: ignore[no-untyped-def]

@@ -95,8 +95,8 @@ def test_a_paged_walk_lists_every_describable_id_exactly_once(
         secured: Secured, db_url: str, monkeypatch: pytest.MonkeyPatch, hanging: bool) -> None:
     # Small chunks and a small bound per request, so that pages end both ways: at the limit,
     # and at the bound with fewer than the limit found.
-    monkeypatch.setattr("app.services.transaction_listing.TRANSACTION_LIST_CHUNK", 4, raising=False)
-    monkeypatch.setattr(TransactionListing, "examined_max", 9, raising=False)
+    monkeypatch.setattr("app.services.transaction_listing.TRANSACTION_LIST_CHUNK", 4)
+    monkeypatch.setattr(TransactionListing, "examined_max", 9)
     every = [f"t{i:03d}" for i in range(60)]
     _store(db_url, every, state="Ongoing")  # begun at 0: hanging, too, by the test's clock
     mine = [tid for i, tid in enumerate(every) if i % 7 in (0, 3) or 40 <= i < 46]
