@@ -477,13 +477,22 @@ class TransactionCoordinator(ProducerInit):
 
     # --- Operator tools ---------------------------------------------------------------------
 
-    def admin_abort(self, transactional_id: str, *, force_prepared: bool = False) -> TransactionView:
+    def admin_abort(self, transactional_id: str, *, force_prepared: bool = False,
+                    txn_id: int | None = None) -> TransactionView:
         """Abort an open transaction without its producer (kafka-transactions.sh abort): the
         epoch is bumped, as on timeout, so the producer is fenced if it comes back. A Prepared
-        transaction only with `force_prepared` (Kafka's separate force-terminate)."""
+        transaction only with `force_prepared` (Kafka's separate force-terminate). `txn_id`: the
+        transaction the operator looked at; another one of the same id (the first completed, the
+        next begun meanwhile) is refused, never aborted unseen."""
         now = self.clock()
         with self.db.write() as conn:
             meta = require(conn, transactional_id, lock=RowLock.UPDATE)
+            if txn_id is not None and meta.txn_id != txn_id:
+                # Under the row lock: a confirmation given for one transaction (the console's,
+                # naming its txn id) must not abort the next one of the same id, which nobody saw.
+                raise InvalidTxnState(
+                    f"transaction of {transactional_id!r} is now txn {meta.txn_id} ({meta.state.value}), not txn "
+                    f"{txn_id}: look at it again before aborting", state=meta.state.value)
             if meta.state is S.PREPARED and not force_prepared:
                 # Checked under the row lock: a Prepared transaction ends by its owner's Commit
                 # or Abort (docs/GUARANTEES.md, prepared transactions), and its application's

@@ -126,8 +126,10 @@ def raise_taken_back_epoch(conn: Connection, producer_id: int, producer_epoch: i
     older epoch's: every partition takes the newer epoch's batches at the sequence they carry,
     as a take-back's, as Kafka's brokers take a newer epoch from a producer whose state they
     lost. Without it, the sender's current epoch is refused for good (InvalidProducerEpoch) and
-    so is its epoch bump. False where the row is not that: a lower or equal epoch stays refused,
-    and a row made by InitProducerId or bumped since is judged as any.
+    so is its epoch bump. True, with nothing changed, where the row is already taken back at
+    this epoch for this sender (a concurrent Send raised it): the Send is judged again. False
+    where the row is not that: a lower epoch stays refused, and a row made by InitProducerId or
+    bumped since is judged as any.
 
     The row is locked FOR UPDATE first: on PostgreSQL an idempotent Send under way holds it FOR
     KEY SHARE until it commits (sequence_state._PRODUCER_HOLDS), so this waits for the older
@@ -138,8 +140,16 @@ def raise_taken_back_epoch(conn: Connection, producer_id: int, producer_epoch: i
     On SQLite this transaction is the only writer."""
     if not 0 <= producer_epoch <= MAX_PRODUCER_EPOCH:
         return False
-    conn.execute(dialect.lock_row(conn.dialect.name, select(producers.c.producer_id)
-                                  .where(producers.c.producer_id == producer_id), RowLock.UPDATE)).first()
+    row = conn.execute(dialect.lock_row(conn.dialect.name, select(
+        producers.c.producer_epoch, producers.c.taken_back_ms, producers.c.transactional_id, producers.c.principal)
+        .where(producers.c.producer_id == producer_id), RowLock.UPDATE)).first()
+    if (row is not None and row.producer_epoch == producer_epoch and row.taken_back_ms is not None
+            and row.transactional_id is None and row.principal == principal):
+        # Raised to this epoch by a concurrent Send of the same sender (its batches to other
+        # partitions at once) since this Send was refused: judged again as any Send, nothing
+        # deleted here (that Send may have written this epoch's state since). Without it the
+        # second of two such Sends was refused InvalidProducerEpoch with the row at its epoch.
+        return True
     raised = conn.execute(
         update(producers)
         .where(producers.c.producer_id == producer_id, producers.c.taken_back_ms.is_not(None),

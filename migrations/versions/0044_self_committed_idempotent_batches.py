@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from alembic import op
 
-from migrations import locks
+from migrations import locks, partition_views
 from migrations.sql_files import dollar_quoted, run_sql_file, sql_file
 
 revision = "0044"
@@ -99,19 +99,6 @@ def downgrade() -> None:
     # The views of a deleted topic's partitions, whose rows of `partitions` are gone while its
     # purge is pending (the log cleaner drops them with its leaves): _partition_views made
     # those of existing partitions only, and theirs still read producer_id, which could then not
-    # be dropped. The purge drops them IF EXISTS: nothing waits for them. On the driver:
-    # through op.execute the statement's %s and %I would reach format() doubled.
-    op.get_bind().exec_driver_sql("""
-        DO $$
-        DECLARE v record;
-        BEGIN
-            FOR v IN SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-                     WHERE n.nspname = 'committed_records' AND c.relkind = 'v'
-                       AND NOT EXISTS (SELECT 1 FROM partitions p
-                                       WHERE format('partition_%s_%s', p.topic_id, p."partition") = c.relname)
-            LOOP
-                EXECUTE format('DROP VIEW committed_records.%I', v.relname);
-            END LOOP;
-        END
-        $$""")
+    # be dropped. The purge drops them IF EXISTS: nothing waits for them.
+    partition_views.drop_views_of_purged_partitions()
     op.execute("ALTER TABLE records DROP COLUMN producer_id")

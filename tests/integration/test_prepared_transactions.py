@@ -200,6 +200,21 @@ def test_an_operators_abort_forced_aborts_a_prepared_transaction(client: Any, pr
     assert fenced.json()["error_code"] == "PRODUCER_FENCED"
 
 
+def test_an_operators_abort_naming_another_txn_id_than_the_current_one_is_refused_and_changes_nothing(
+        client: Any, prepared: dict) -> None:
+    # The operator confirmed the abort of an earlier transaction of this id (as the console names
+    # it); the one Prepared now was never shown to them.
+    r = client.post(f"/v1/admin/transactions/{TID}/abort",
+                    params={"force_prepared": True, "txn_id": prepared["txn_id"] - 1})
+
+    assert (r.status_code, r.json()["error_code"]) == (409, "INVALID_TXN_STATE")
+    described = client.get(f"/v1/transactions/{TID}").json()
+    assert (described["state"], described["txn_id"]) == ("Prepared", prepared["txn_id"])
+    r = client.post(f"/v1/admin/transactions/{TID}/abort",
+                    params={"force_prepared": True, "txn_id": prepared["txn_id"]})
+    assert (r.status_code, r.json()["state"]) == (200, "CompleteAbort")
+
+
 def test_a_prepared_transaction_of_an_exhausted_epoch_is_kept_under_a_new_producer_id(
     client: Any, prepared: dict, db_url: str,
 ) -> None:

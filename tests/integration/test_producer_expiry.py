@@ -195,6 +195,28 @@ def test_a_request_left_behind_at_an_older_epoch_does_not_lock_out_the_current_o
     assert _send(services, again, 0, 0, "f").base_offset == 4
 
 
+def test_a_send_refused_at_the_newer_epoch_while_a_concurrent_send_raised_the_row_is_judged_again(  # type: ignore[no-untyped-def]
+        services, clock, monkeypatch) -> None:
+    services.topics.create("t", 2)
+    p = _init(services)
+    bumped = services.coordinator.init_producer_id(transactional_id=None, transaction_timeout_ms=None,
+                                                   producer_id=p.producer_id, producer_epoch=p.producer_epoch)
+    clock.advance(EXPIRATION_MS + 1)
+    services.producer_expiry.expire(clock())
+    assert _send(services, p, 0, 0, "old").base_offset == 0  # taken back at the older epoch
+    # The current epoch's Sends to both partitions at once: each is refused at first (the row
+    # at the older epoch), and the other raises the row before this one's own raise runs.
+    real = services.log._raise_taken_back_epoch
+
+    def raised_meanwhile(producer_id, producer_epoch, principal):  # type: ignore[no-untyped-def]
+        assert real(producer_id, producer_epoch, principal)  # the concurrent Send's raise
+        return real(producer_id, producer_epoch, principal)
+
+    monkeypatch.setattr(services.log, "_raise_taken_back_epoch", raised_meanwhile)
+    assert _send(services, bumped, 1, 0, "c").base_offset == 0
+    assert _producer_row(services, p.producer_id)[0] == bumped.producer_epoch
+
+
 def test_every_partition_of_the_send_that_takes_the_id_back_starts_at_its_own_sequence(services, clock) -> None:  # type: ignore[no-untyped-def]
     services.topics.create("t", 3)
     p = _init(services)

@@ -260,6 +260,10 @@ def admin_abort_transaction(
     force_prepared: Annotated[bool, Query(description=(
         "abort a Prepared transaction too: without it one is refused (409 TRANSACTION_PREPARED), as its "
         "application decides it and its own database may have committed its side already"))] = False,
+    txn_id: Annotated[int | None, Query(ge=0, description=(
+        "the transaction the caller looked at: if the transactional id's current transaction is another "
+        "(that one completed and the next began meanwhile), the abort is refused (409 INVALID_TXN_STATE) "
+        "and nothing changes"))] = None,
 ) -> TransactionDescription:
     """Operator abort of a transaction not decided yet (Ongoing, or Prepared with
     `force_prepared`), without its producer: the epoch is bumped as on timeout, so the producer
@@ -268,5 +272,5 @@ def admin_abort_transaction(
     does, which Kafka's authorizer lets either operation do; as Kafka's, ALTER is asked
     silently and a refusal names (and audits) CLUSTER_ACTION."""
     access.require_any([(Operation.ALTER, acl.CLUSTER), (Operation.CLUSTER_ACTION, acl.CLUSTER)])
-    return _description(services.coordinator.admin_abort(transactional_id, force_prepared=force_prepared),
+    return _description(services.coordinator.admin_abort(transactional_id, force_prepared=force_prepared, txn_id=txn_id),
                         services.clock(), access)

@@ -766,8 +766,10 @@
         `Abort transaction ${t.txn_id} of ${id}? Its records are never shown to read_committed readers, ` +
         "its staged offsets are dropped, and its producer is fenced (epoch bump).")) return;
       try {
-        const forced = prepared ? "?force_prepared=true" : "";
-        const after = await api(`/v1/admin/transactions/${enc(id)}/abort${forced}`, { method: "POST" });
+        // The txn id confirmed: the service refuses the abort if the id's transaction is another by now.
+        const seen = t.txn_id === null ? "" : `txn_id=${t.txn_id}`;
+        const query = [prepared ? "force_prepared=true" : "", seen].filter(Boolean).join("&");
+        const after = await api(`/v1/admin/transactions/${enc(id)}/abort${query ? "?" + query : ""}`, { method: "POST" });
         await route();
         showNotice(`Aborted: ${id} is ${after.state}.`);
       } catch (e) { showError(e, "Abort"); }
