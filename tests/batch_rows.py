@@ -108,8 +108,11 @@ def batch_row_problems(conn: Connection, sequence_restarts: Collection[tuple[int
     columns = {c["name"] for c in inspect(conn).get_columns("records")}
     flagged = "self_committed" in columns
     flag = records.c.self_committed if flagged else false().label("self_committed")
-    producer_id = records.c.producer_id if "producer_id" in columns else null().label("producer_id")
-    rule = _FlagRule(with_producers="producer_id" in columns, unflagged_allowed=unflagged_allowed or not flagged)
+    # records.producer_id of 0044, not the per-record producer columns that 0023 dropped (a
+    # database below 0023 has those, and no flags: its producer ids are not the rule's).
+    with_producers = flagged and "producer_id" in columns
+    producer_id = records.c.producer_id if with_producers else null().label("producer_id")
+    rule = _FlagRule(with_producers=with_producers, unflagged_allowed=unflagged_allowed or not flagged)
     stored = defaultdict(list)
     for row in conn.execute(select(*_RECORD, flag, producer_id)
                             .order_by(records.c.topic_id, records.c.partition, records.c.offset)):

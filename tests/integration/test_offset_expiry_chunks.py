@@ -32,4 +32,4 @@ def test_offsets_committed_in_reverse_key_order_all_expire(client, services, clo
     clock.advance(RETENTION_MS)
 
     assert services.group_expiry.expire_offsets(clock()) == OffsetExpiry(3, False)
-    assert client.get("/v1/groups").json() == {"groups": []}
+    assert client.get("/v1/groups").json() == {"groups": [], "next_after": None}
