@@ -288,29 +288,41 @@ class LogService:
         id by itself. A row taken back at an older epoch than its sender's (by a request left
         behind) is raised to the Send's higher epoch (producers.raise_taken_back_epoch)."""
         check_send(batches, producer_id, producer_epoch, transactional_id)
-        try:
-            return self._send_once(batches, producer_id, producer_epoch, transactional_id, principal,
-                                   transaction_version)
-        except ForgottenProducerId:
-            taken_back_ms = None if transactional_id is not None else self._take_back(producer_id, producer_epoch, principal)  # type: ignore[arg-type]
-            if taken_back_ms is None:
+        taken_back_ms: int | None = None  # the row this Send made again, given back if it is refused
+        raised = False
+        while True:
+            try:
+                return self._send_once(batches, producer_id, producer_epoch, transactional_id, principal,
+                                       transaction_version)
+            except ForgottenProducerId:
+                # Once only, and first: a row expiry forgot again after this Send took it back or
+                # raised it (an expiration shorter than this Send) is answered UNKNOWN_PRODUCER_ID.
+                if transactional_id is not None or taken_back_ms is not None or raised:
+                    self._give_back(producer_id, producer_epoch, taken_back_ms)
+                    raise
+                taken_back_ms = self._take_back(producer_id, producer_epoch, principal)  # type: ignore[arg-type]
+                if taken_back_ms is None:
+                    raise
+            except InvalidProducerEpoch:
+                # A row taken back by a request left behind at an older epoch than its sender's
+                # now (producers.raise_taken_back_epoch): found at the first try, or made by that
+                # request between this Send's first try and its own take-back, which then
+                # inserted nothing (without this, the sender's current epoch was refused).
+                if (transactional_id is not None or raised
+                        or not self._raise_taken_back_epoch(producer_id, producer_epoch, principal)):  # type: ignore[arg-type]
+                    self._give_back(producer_id, producer_epoch, taken_back_ms)
+                    raise
+                raised = True
+            except OutboxError:
+                self._give_back(producer_id, producer_epoch, taken_back_ms)
                 raise
-        except InvalidProducerEpoch:
-            # A row taken back by a request left behind at an older epoch than its sender's now
-            # (producers.raise_taken_back_epoch).
-            if transactional_id is not None or not self._raise_taken_back_epoch(producer_id, producer_epoch, principal):  # type: ignore[arg-type]
-                raise
-            taken_back_ms = None
-        # Once only: a row expiry forgot again meanwhile (an expiration shorter than this Send)
-        # is answered UNKNOWN_PRODUCER_ID.
-        try:
-            return self._send_once(batches, producer_id, producer_epoch, None, principal, None)
-        except OutboxError:
-            if taken_back_ms is not None:
-                # Refused: the row made for it goes again (producers.give_back_producer).
-                with self.db.write() as conn:
-                    producers.give_back_producer(conn, producer_id, producer_epoch, taken_back_ms)  # type: ignore[arg-type]
-            raise
+
+    def _give_back(self, producer_id: int | None, producer_epoch: int | None, taken_back_ms: int | None) -> None:
+        """A refused Send's take-back undone: the row made for it goes again
+        (producers.give_back_producer); nothing where this Send took nothing back."""
+        if taken_back_ms is not None:
+            with self.db.write() as conn:
+                producers.give_back_producer(conn, producer_id, producer_epoch, taken_back_ms)  # type: ignore[arg-type]
 
     def _take_back(self, producer_id: int, producer_epoch: int, principal: str) -> int | None:
         """Make the row of a forgotten producer id again (producers.take_back_producer) in a

@@ -18,6 +18,7 @@ from app.domain.acl import ANONYMOUS
 from app.domain.clock import Clock
 from app.domain.errors import (
     ConcurrentTransactions,
+    InvalidProducerEpoch,
     InvalidProducerIdMapping,
     InvalidRequest,
     InvalidTransactionTimeout,
@@ -137,6 +138,23 @@ class ProducerInit:
 
     def _init_idempotent(self, producer_id: int | None, producer_epoch: int | None,
                          principal: str) -> ProducerIdAndEpoch:
+        try:
+            return self._init_idempotent_once(producer_id, producer_epoch, principal)
+        except InvalidProducerEpoch:
+            # The holder's bump of a row a request it left behind took back at an older epoch
+            # after expiry forgot it: raised to the holder's epoch first, as its Send raises it
+            # (LogService.send), in a transaction of its own (it waits for the older epoch's
+            # Sends in flight). Without it the bump was refused, which Kafka's producers take
+            # as fenced, for good.
+            if producer_id is None or producer_epoch is None:
+                raise
+            with self.db.write() as conn:
+                if not producers.raise_taken_back_epoch(conn, producer_id, producer_epoch, self.clock(), principal):
+                    raise
+            return self._init_idempotent_once(producer_id, producer_epoch, principal)
+
+    def _init_idempotent_once(self, producer_id: int | None, producer_epoch: int | None,
+                              principal: str) -> ProducerIdAndEpoch:
         now = self.clock()
         with self.db.write() as conn:
             if producer_id is None:

@@ -469,19 +469,45 @@ def known(conn: Connection, group_id: str) -> bool:
 def list_groups(conn: Connection, *, after: str | None = None, limit: int | None = None) -> list[GroupListing]:
     """The groups the service knows (_known), by id: all of them, or up to `limit` of those whose
     id sorts after `after` (keyset paging, so that a page costs its own size)."""
-    ids = _known().subquery()
-    members = (select(group_members.c.group_id, func.count().label("n"))
-               .group_by(group_members.c.group_id).subquery())
-    stmt = (select(ids.c.group_id, consumer_groups.c.generation_id, func.coalesce(members.c.n, 0),
-                   consumer_groups.c.protocol_type, consumer_groups.c.state)
-            .select_from(ids.outerjoin(consumer_groups, consumer_groups.c.group_id == ids.c.group_id)
-                         .outerjoin(members, members.c.group_id == ids.c.group_id))
-            .order_by(ids.c.group_id))
-    if after is not None:
-        stmt = stmt.where(ids.c.group_id > after)
-    rows = conn.execute(stmt if limit is None else stmt.limit(limit)).all()
-    return [GroupListing(g, gen, n, protocol_type, GroupState(state) if n else GroupState.EMPTY)
-            for g, gen, n, protocol_type, state in rows]
+    if limit is None:
+        ids = _known()
+    else:
+        # Each table's first `limit` ids after `after`, then their union's first `limit`: each a
+        # range of an index led by group_id. With the bound applied outside the union, each page
+        # read, de-duplicated and sorted every id after `after` of the three tables, and walking
+        # the groups a page at a time cost the square of their number (13 s for 100,000 groups on
+        # PostgreSQL, 101 pages; 0.6 s now).
+        def first(table: Any) -> Any:
+            stmt = select(table.c.group_id).distinct()
+            if after is not None:
+                stmt = stmt.where(table.c.group_id > after)
+            page = stmt.order_by(table.c.group_id).limit(limit).subquery()
+            return select(page.c.group_id)
+
+        ids = union(*(first(table) for table in (consumer_groups, group_offsets, transaction_offsets)))
+    listed = ids.subquery()
+    stmt = select(listed.c.group_id).order_by(listed.c.group_id)
+    page = list(conn.execute(stmt if limit is None else stmt.limit(limit)).scalars())
+    if not page:
+        return []
+    # The page's groups' rows and member counts, read as one range of ids each: every group
+    # between the page's first and last id is on the page. (Joined to the page's ids instead,
+    # PostgreSQL's plan hashed the whole of consumer_groups for each page.)
+    def of_page(column: Any) -> Any:
+        return column.between(page[0], page[-1])
+
+    stored = {g: (gen, protocol_type, state) for g, gen, protocol_type, state in conn.execute(
+        select(consumer_groups.c.group_id, consumer_groups.c.generation_id, consumer_groups.c.protocol_type,
+               consumer_groups.c.state).where(of_page(consumer_groups.c.group_id)))}
+    counts: dict[str, int] = {g: n for g, n in conn.execute(
+        select(group_members.c.group_id, func.count()).where(of_page(group_members.c.group_id))
+        .group_by(group_members.c.group_id))}
+    listings = []
+    for g in page:
+        gen, protocol_type, state = stored.get(g, (None, None, None))
+        n = counts.get(g, 0)
+        listings.append(GroupListing(g, gen, n, protocol_type, GroupState(state) if n else GroupState.EMPTY))
+    return listings
 
 
 def consumed_topics(conn: Connection, group_id: str | None = None) -> dict[str, set[str]]:

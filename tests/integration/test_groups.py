@@ -218,6 +218,38 @@ def test_list_groups_reads_a_bounded_number_of_ids_a_page_and_says_where_it_stop
     assert ([g["group_id"] for g in rest["groups"]], rest["next_after"]) == (["g4", "g5"], None)
 
 
+def test_list_groups_pages_through_groups_of_every_kind_once_each_in_id_order(  # type: ignore[no-untyped-def]
+        client, monkeypatch) -> None:
+    """A group is known by its row (members), its committed offsets or a transaction's staged
+    ones; each page takes the first ids of each kind after the last page's, and every group
+    between a page's first and last id is on it, with its own generation and member count."""
+    from app.services import group_service
+
+    _groups_with_offsets(client, "a-offsets", "d-offsets", "e-members")
+    for g in ("b-members", "e-members", "e-members"):
+        assert client.post(f"/v1/groups/{g}/members", json={"topics": ["orders"]}).status_code == 200
+    p = init_producer(client, "tx")
+    begin(client, "tx", p)
+    for g in ("c-staged", "f-staged"):
+        r = client.post("/v1/transactions/tx/offsets", json={
+            **ident(p), "group_id": g, "offsets": [{"topic": "orders", "partition": 0, "offset": 0}]})
+        assert r.status_code == 200, r.text
+    monkeypatch.setattr(group_service, "GROUP_LIST_CHUNK", 2)
+
+    pages, after = [], None
+    while True:
+        body = client.get("/v1/groups", params={"limit": 2, **({"after": after} if after else {})}).json()
+        pages.append([(g["group_id"], g["generation_id"], g["member_count"]) for g in body["groups"]])
+        after = body["next_after"]
+        if after is None:
+            break
+
+    assert pages == [[("a-offsets", None, 0), ("b-members", 1, 1)],
+                     [("c-staged", None, 0), ("d-offsets", None, 0)],
+                     [("e-members", 2, 2), ("f-staged", None, 0)],
+                     []]
+
+
 def test_a_group_with_committed_offsets_only_is_described_without_generation_nor_members(client) -> None:  # type: ignore[no-untyped-def]
     from tests.helpers import create_topic
 

@@ -217,6 +217,50 @@ def test_a_send_refused_at_the_newer_epoch_while_a_concurrent_send_raised_the_ro
     assert _producer_row(services, p.producer_id)[0] == bumped.producer_epoch
 
 
+def test_a_send_at_the_newer_epoch_whose_take_back_a_request_left_behind_won_raises_the_row(  # type: ignore[no-untyped-def]
+        services, clock, monkeypatch) -> None:
+    services.topics.create("t", 2)
+    p = _init(services)
+    bumped = services.coordinator.init_producer_id(transactional_id=None, transaction_timeout_ms=None,
+                                                   producer_id=p.producer_id, producer_epoch=p.producer_epoch)
+    clock.advance(EXPIRATION_MS + 1)
+    services.producer_expiry.expire(clock())
+    # The current epoch's Send finds no row; before its own take-back runs, an epoch-0 request
+    # left behind takes the id back at epoch 0, and this take-back then inserts nothing.
+    real = services.log._take_back
+    older: list[int] = []
+
+    def taken_back_meanwhile(producer_id, producer_epoch, principal):  # type: ignore[no-untyped-def]
+        if producer_epoch == bumped.producer_epoch and not older:
+            older.append(-1)
+            older[0] = _send(services, p, 0, 0, "old").base_offset
+        return real(producer_id, producer_epoch, principal)
+
+    monkeypatch.setattr(services.log, "_take_back", taken_back_meanwhile)
+    assert _send(services, bumped, 1, 0, "c").base_offset == 0
+    assert older == [0]
+    assert _producer_row(services, p.producer_id)[0] == bumped.producer_epoch
+    assert _send(services, bumped, 0, 0, "d").base_offset == 1
+
+
+def test_an_epoch_bump_of_the_holder_raises_a_row_a_request_left_behind_took_back(services, clock) -> None:  # type: ignore[no-untyped-def]
+    services.topics.create("t", 1)
+    p = _init(services)
+    bumped = services.coordinator.init_producer_id(transactional_id=None, transaction_timeout_ms=None,
+                                                   producer_id=p.producer_id, producer_epoch=p.producer_epoch)
+    clock.advance(EXPIRATION_MS + 1)
+    services.producer_expiry.expire(clock())
+    assert _send(services, p, 0, 0, "old").base_offset == 0  # taken back at epoch 0
+
+    again = services.coordinator.init_producer_id(transactional_id=None, transaction_timeout_ms=None,
+                                                  producer_id=bumped.producer_id, producer_epoch=bumped.producer_epoch)
+
+    assert (again.producer_id, again.producer_epoch) == (p.producer_id, bumped.producer_epoch + 1)
+    assert _send(services, again, 0, 0, "new").base_offset == 1
+    with pytest.raises(InvalidProducerEpoch):
+        _send(services, p, 0, 1, "older")
+
+
 def test_every_partition_of_the_send_that_takes_the_id_back_starts_at_its_own_sequence(services, clock) -> None:  # type: ignore[no-untyped-def]
     services.topics.create("t", 3)
     p = _init(services)
