@@ -60,8 +60,15 @@ class StoredProducer:
         guards). Anyone else is answered as if the id did not exist: producer ids are small
         sequential numbers, so a stranger could otherwise fence another principal's producer,
         break its sequences on a topic both may write, or learn which ids are transactional."""
-        if self.principal != principal:
-            raise UnknownProducerId(f"unknown producer id {self.producer_id}; call InitProducerId")
+        require_holder(self.producer_id, self.principal, principal)
+
+
+def require_holder(producer_id: int, holder: str | None, principal: str) -> None:
+    """The holder rule of StoredProducer.require_holder, which a take-back of a forgotten id
+    keeps too while its holder's tombstone lives (storage.producers.take_back_producer): anyone
+    but `holder` is answered as if the id did not exist."""
+    if holder != principal:
+        raise UnknownProducerId(f"unknown producer id {producer_id}; call InitProducerId")
 
 
 @dataclass(frozen=True, slots=True)
