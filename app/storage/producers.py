@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, bindparam, delete, exists, insert, or_, select, update
 
-from app.domain.errors import ForgottenProducerId, InvalidProducerEpoch
-from app.domain.producer import ActiveProducer, StoredProducer, require_holder
-from app.domain.types import MAX_PRODUCER_EPOCH
+from app.domain.errors import ForgottenProducerId
+from app.domain.producer import ActiveProducer, EpochRaise, StoredProducer, check_producer_epoch, require_holder
 from app.storage import dialect
 from app.storage.dialect import RowLock
 from app.storage.tables import (
@@ -80,9 +79,7 @@ def take_back_producer(conn: Connection, producer_id: int, producer_epoch: int, 
     unknown. UnknownProducerId where the id's tombstone (delete_idle_producers) names another
     holder, as a live row held by another is answered (require_holder): the row made here is
     rolled back with the caller's transaction, and nothing tells the id from one never handed
-    out. InvalidProducerEpoch for an epoch outside [0, MAX_PRODUCER_EPOCH], what a live
-    row's Send at such an epoch is answered (no row holds one): the Kafka door passes a batch's
-    int16 epoch through as it is, and a row at epoch -1 would be a producer no bump can follow.
+    out. InvalidProducerEpoch for an epoch no producer can have (check_producer_epoch).
 
     An insert-or-ignore: of two Sends taking the id back at once, the second inserts nothing
     and finds the first one's row (on PostgreSQL it waits for the first to commit, the primary
@@ -99,8 +96,7 @@ def take_back_producer(conn: Connection, producer_id: int, producer_epoch: int, 
     issued = conn.execute(select(counters.c.value).where(counters.c.name == PRODUCER_ID_COUNTER)).scalar_one()
     if not 0 < producer_id <= issued:
         return False
-    if not 0 <= producer_epoch <= MAX_PRODUCER_EPOCH:
-        raise InvalidProducerEpoch(f"producer epoch {producer_epoch} is outside 0..{MAX_PRODUCER_EPOCH}")
+    check_producer_epoch(producer_epoch)
     conn.execute(dialect.insert_ignore(conn, producers).values(
         producer_id=producer_id, producer_epoch=producer_epoch, transactional_id=None, principal=principal,
         created_ms=now_ms, taken_back_ms=now_ms))
@@ -143,8 +139,7 @@ def raise_taken_back_epoch(conn: Connection, producer_id: int, producer_epoch: i
     lost. Without it, the sender's current epoch is refused for good (InvalidProducerEpoch) and
     so is its epoch bump. True, with nothing changed, where the row is already taken back at
     this epoch for this sender (a concurrent Send raised it): the Send is judged again. False
-    where the row is not that: a lower epoch stays refused, and a row made by InitProducerId or
-    bumped since is judged as any.
+    where the row is not that (StoredProducer.epoch_raise decides, from the row as locked).
 
     The row is locked FOR UPDATE first: on PostgreSQL an idempotent Send under way holds it FOR
     KEY SHARE until it commits (sequence_state._PRODUCER_HOLDS), so this waits for the older
@@ -153,27 +148,20 @@ def raise_taken_back_epoch(conn: Connection, producer_id: int, producer_epoch: i
     older epoch's state after the delete, and the newer epoch would be refused there (a new
     epoch's sequences start at 0). A Send that comes later waits, then finds the higher epoch.
     On SQLite this transaction is the only writer."""
-    if not 0 <= producer_epoch <= MAX_PRODUCER_EPOCH:
+    try:
+        verdict = current_state(conn, producer_id, lock=RowLock.UPDATE).epoch_raise(principal, producer_epoch)
+    except ForgottenProducerId:  # forgotten again meanwhile: the Send's own refusal stands
         return False
-    row = conn.execute(dialect.lock_row(conn.dialect.name, select(
-        producers.c.producer_epoch, producers.c.taken_back_ms, producers.c.transactional_id, producers.c.principal)
-        .where(producers.c.producer_id == producer_id), RowLock.UPDATE)).first()
-    if (row is not None and row.producer_epoch == producer_epoch and row.taken_back_ms is not None
-            and row.transactional_id is None and row.principal == principal):
-        # Raised to this epoch by a concurrent Send of the same sender (its batches to other
-        # partitions at once) since this Send was refused: judged again as any Send, nothing
-        # deleted here (that Send may have written this epoch's state since). Without it the
-        # second of two such Sends was refused InvalidProducerEpoch with the row at its epoch.
-        return True
-    raised = conn.execute(
-        update(producers)
-        .where(producers.c.producer_id == producer_id, producers.c.taken_back_ms.is_not(None),
-               producers.c.transactional_id.is_(None), producers.c.principal == principal,
-               producers.c.producer_epoch < producer_epoch)
-        .values(producer_epoch=producer_epoch, created_ms=now_ms, taken_back_ms=now_ms)
-    ).rowcount
-    if raised != 1:
-        return False
+    if verdict is not EpochRaise.RAISE:
+        # ALREADY_RAISED: raised to this epoch by a concurrent Send of the same sender (its
+        # batches to other partitions at once) since this Send was refused: judged again as any
+        # Send, nothing deleted here (that Send may have written this epoch's state since).
+        # Without it the second of two such Sends was refused InvalidProducerEpoch with the
+        # row at its epoch.
+        return verdict is EpochRaise.ALREADY_RAISED
+    # The row is locked: what epoch_raise read of it is what this updates.
+    conn.execute(update(producers).where(producers.c.producer_id == producer_id)
+                 .values(producer_epoch=producer_epoch, created_ms=now_ms, taken_back_ms=now_ms))
     conn.execute(delete(producer_partitions).where(producer_partitions.c.producer_id == producer_id))
     return True
 
