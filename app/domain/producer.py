@@ -18,6 +18,7 @@ from app.domain.errors import (
     OutOfOrderSequenceNumber,
     UnknownProducerId,
 )
+from app.domain.types import MAX_PRODUCER_EPOCH
 
 MAX_SEQUENCE = 2**31 - 1
 
@@ -60,8 +61,48 @@ class StoredProducer:
         guards). Anyone else is answered as if the id did not exist: producer ids are small
         sequential numbers, so a stranger could otherwise fence another principal's producer,
         break its sequences on a topic both may write, or learn which ids are transactional."""
-        if self.principal != principal:
-            raise UnknownProducerId(f"unknown producer id {self.producer_id}; call InitProducerId")
+        require_holder(self.producer_id, self.principal, principal)
+
+
+    def epoch_raise(self, principal: str, producer_epoch: int) -> EpochRaise:
+        """What a Send at `producer_epoch`, refused at this row's epoch, does to a row taken back
+        (storage.producers.raise_taken_back_epoch): raises it where it is taken back, its
+        sender's, without a transactional id, and at a lower epoch than the Send's, which a
+        producer can have (check_producer_epoch); judged again where it is already at that epoch
+        (a concurrent Send of the same sender raised it); refused otherwise (a lower epoch
+        stays refused, and a row made by InitProducerId or bumped since is judged as any)."""
+        if not self.taken_back or self.transactional_id is not None or self.principal != principal:
+            return EpochRaise.REFUSED
+        if producer_epoch == self.producer_epoch:
+            return EpochRaise.ALREADY_RAISED
+        if self.producer_epoch < producer_epoch <= MAX_PRODUCER_EPOCH:
+            return EpochRaise.RAISE
+        return EpochRaise.REFUSED
+
+
+class EpochRaise(enum.Enum):
+    """StoredProducer.epoch_raise's verdict."""
+
+    RAISE = "raise"
+    ALREADY_RAISED = "already raised"
+    REFUSED = "refused"
+
+
+def check_producer_epoch(producer_epoch: int) -> None:
+    """An epoch a producer can have, 0 to MAX_PRODUCER_EPOCH, for a row made from a Send's
+    (storage.producers.take_back_producer): the Kafka door passes a batch's int16 epoch through
+    as it is, and a row at epoch -1 would be a producer no bump can follow. InvalidProducerEpoch
+    otherwise, what a live row's Send at such an epoch is answered (no row holds one)."""
+    if not 0 <= producer_epoch <= MAX_PRODUCER_EPOCH:
+        raise InvalidProducerEpoch(f"producer epoch {producer_epoch} is outside 0..{MAX_PRODUCER_EPOCH}")
+
+
+def require_holder(producer_id: int, holder: str | None, principal: str) -> None:
+    """The holder rule of StoredProducer.require_holder, which a take-back of a forgotten id
+    keeps too while its holder's tombstone lives (storage.producers.take_back_producer): anyone
+    but `holder` is answered as if the id did not exist."""
+    if holder != principal:
+        raise UnknownProducerId(f"unknown producer id {producer_id}; call InitProducerId")
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,14 @@ producer goes with it (OUTBOX_TRANSACTIONAL_ID_EXPIRATION_MS). Last use: the pro
 creation, or the latest write of its sequence state by a Send (every accepted batch of an
 idempotent producer writes it, with the Send's time). A Send racing the expiry of its producer
 either is seen by it (the producer is kept) or finds the producer gone and takes it back
-(storage.producers.delete_idle_producers and take_back_producer say how)."""
+(storage.producers.delete_idle_producers and take_back_producer say how).
+
+A forgotten producer that had a holder (the principal InitProducerId handed it to) leaves a
+tombstone, its id and holder: while it lives only that holder takes the id back, anyone else is
+answered UNKNOWN_PRODUCER_ID as for an id never handed out; without it a principal allowed to
+write some topic could take the id of another's producer idle past the expiration, whose next
+Send would then be refused. Expiry drops a tombstone PRODUCER_TOMBSTONE_EXPIRATIONS expirations
+after it forgot its producer, so that tombstones stay bounded as producers are."""
 
 from __future__ import annotations
 
@@ -39,6 +46,13 @@ EXPIRY_CHUNK_PRODUCERS = 100
 # machine at load 7 (2026-12-06); a pass of PRODUCERS_EXPIRED_PER_PASS deletions 252 ms and
 # 47 ms. A look that found its most looks again at the next pass.
 PRODUCER_EXPIRY_CHECK_INTERVAL_MS = 60 * 1000
+# How long a forgotten producer's tombstone lives, in expirations (OUTBOX_PRODUCER_ID_EXPIRATION_MS)
+# after expiry forgot it: a week with the default day, so that a producer that sends once a
+# week (a weekly job's) is taken back by its holder alone. A multiple of the expiration, not a
+# setting of its own: tombstones are made at the rate producers are forgotten, so they number
+# at most this many times the producers forgotten in one expiration, each a row of three
+# columns, whatever the expiration is set to.
+PRODUCER_TOMBSTONE_EXPIRATIONS = 7
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,8 +60,10 @@ class ProducerIdExpiry:
     """What one ProducerExpiry.expire did."""
 
     expired: int  # producer ids forgotten
-    # The look found PRODUCERS_EXPIRED_PER_PASS idle producers, its most: more may be waiting.
+    # The look found PRODUCERS_EXPIRED_PER_PASS idle producers, or dropped as many tombstones,
+    # its most: more may be waiting.
     limit_reached: bool
+    tombstones_dropped: int = 0  # tombstones of producers forgotten PRODUCER_TOMBSTONE_EXPIRATIONS ago
 
 
 class ProducerExpiry:
@@ -59,8 +75,10 @@ class ProducerExpiry:
         """Forget the producer ids idle for OUTBOX_PRODUCER_ID_EXPIRATION_MS at `now_ms`: at most
         PRODUCERS_EXPIRED_PER_PASS, read outside a transaction, then in write transactions of
         EXPIRY_CHUNK_PRODUCERS each, which lock their rows and look at their last use again
-        (a producer used meanwhile is kept). Not durable, as group expiry's deletions: one lost
-        in a crash is made again by the next pass."""
+        (a producer used meanwhile is kept); then drop at most PRODUCERS_EXPIRED_PER_PASS
+        tombstones of producers forgotten PRODUCER_TOMBSTONE_EXPIRATIONS expirations before
+        `now_ms`, in a write transaction of their own. Not durable, as group expiry's
+        deletions: one lost in a crash is made again by the next pass."""
         expiration = self.settings.producer_id_expiration_ms
         if expiration is None:  # unset: producer ids are kept for ever (maintenance_chores runs no worker)
             return ProducerIdExpiry(0, False)
@@ -70,7 +88,15 @@ class ProducerExpiry:
         expired = 0
         for i in range(0, len(candidates), EXPIRY_CHUNK_PRODUCERS):
             with self.db.write(durable=False) as conn:
-                deleted = producers.delete_idle_producers(conn, candidates[i:i + EXPIRY_CHUNK_PRODUCERS], used_before)
+                deleted = producers.delete_idle_producers(conn, candidates[i:i + EXPIRY_CHUNK_PRODUCERS], used_before,
+                                                          now_ms)
                 after_commit(conn, partial(metrics.PRODUCER_IDS_EXPIRED.inc, len(deleted)))
             expired += len(deleted)
-        return ProducerIdExpiry(expired, len(candidates) >= PRODUCERS_EXPIRED_PER_PASS)
+        forgotten_before = now_ms - PRODUCER_TOMBSTONE_EXPIRATIONS * expiration
+        dropped = 0
+        # Below 0 no tombstone is that old, and the bound would not fit a BIGINT (an expiration
+        # may be 2^62).
+        if forgotten_before > 0:
+            with self.db.write(durable=False) as conn:
+                dropped = producers.drop_producer_tombstones(conn, forgotten_before, PRODUCERS_EXPIRED_PER_PASS)
+        return ProducerIdExpiry(expired, max(len(candidates), dropped) >= PRODUCERS_EXPIRED_PER_PASS, dropped)

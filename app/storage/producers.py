@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, bindparam, delete, exists, insert, or_, select, update
 
-from app.domain.errors import ForgottenProducerId, InvalidProducerEpoch
-from app.domain.producer import ActiveProducer, StoredProducer
-from app.domain.types import MAX_PRODUCER_EPOCH
+from app.domain.errors import ForgottenProducerId
+from app.domain.producer import ActiveProducer, EpochRaise, StoredProducer, check_producer_epoch, require_holder
 from app.storage import dialect
 from app.storage.dialect import RowLock
 from app.storage.tables import (
     counters,
     producer_partitions,
+    producer_tombstones,
     producers,
     transaction_partitions,
     transactions,
@@ -76,23 +76,34 @@ def take_back_producer(conn: Connection, producer_id: int, producer_epoch: int, 
     (LogService.send): at `producer_epoch`, held by `principal`, made now (so expiry keeps it
     for a whole expiration), and marked taken back (taken_back_ms: where it has no sequence
     state, its batches come at any sequence). False for an id never handed out, which stays
-    unknown. InvalidProducerEpoch for an epoch outside [0, MAX_PRODUCER_EPOCH], what a live
-    row's Send at such an epoch is answered (no row holds one): the Kafka door passes a batch's
-    int16 epoch through as it is, and a row at epoch -1 would be a producer no bump can follow.
+    unknown. UnknownProducerId where the id's tombstone (delete_idle_producers) names another
+    holder, as a live row held by another is answered (require_holder): the row made here is
+    rolled back with the caller's transaction, and nothing tells the id from one never handed
+    out. InvalidProducerEpoch for an epoch no producer can have (check_producer_epoch).
 
     An insert-or-ignore: of two Sends taking the id back at once, the second inserts nothing
     and finds the first one's row (on PostgreSQL it waits for the first to commit, the primary
     key's conflict, then ignores it); a row expiry is deleting makes it wait for that deletion,
     and inserts after it. The caller's Send then judges its batches against the row it finds,
-    whoever made it (check_idempotent_use), as any Send does."""
+    whoever made it (check_idempotent_use), as any Send does.
+
+    The tombstone is read after the insert, by a statement of its own: on PostgreSQL's READ
+    COMMITTED its snapshot is taken once the insert no longer waits, so it has the tombstone of
+    an expiry whose deletion the insert waited for (read before, it would miss it, and a
+    stranger would take the id its holder just lost). On SQLite this transaction is the only
+    writer. The tombstone stays while the row lives: the row is what a Send reads, and the
+    next expiry of the id writes it anew."""
     issued = conn.execute(select(counters.c.value).where(counters.c.name == PRODUCER_ID_COUNTER)).scalar_one()
     if not 0 < producer_id <= issued:
         return False
-    if not 0 <= producer_epoch <= MAX_PRODUCER_EPOCH:
-        raise InvalidProducerEpoch(f"producer epoch {producer_epoch} is outside 0..{MAX_PRODUCER_EPOCH}")
+    check_producer_epoch(producer_epoch)
     conn.execute(dialect.insert_ignore(conn, producers).values(
         producer_id=producer_id, producer_epoch=producer_epoch, transactional_id=None, principal=principal,
         created_ms=now_ms, taken_back_ms=now_ms))
+    holder = conn.execute(select(producer_tombstones.c.principal)
+                          .where(producer_tombstones.c.producer_id == producer_id)).scalar_one_or_none()
+    if holder is not None:
+        require_holder(producer_id, holder, principal)
     return True
 
 
@@ -128,8 +139,7 @@ def raise_taken_back_epoch(conn: Connection, producer_id: int, producer_epoch: i
     lost. Without it, the sender's current epoch is refused for good (InvalidProducerEpoch) and
     so is its epoch bump. True, with nothing changed, where the row is already taken back at
     this epoch for this sender (a concurrent Send raised it): the Send is judged again. False
-    where the row is not that: a lower epoch stays refused, and a row made by InitProducerId or
-    bumped since is judged as any.
+    where the row is not that (StoredProducer.epoch_raise decides, from the row as locked).
 
     The row is locked FOR UPDATE first: on PostgreSQL an idempotent Send under way holds it FOR
     KEY SHARE until it commits (sequence_state._PRODUCER_HOLDS), so this waits for the older
@@ -138,27 +148,20 @@ def raise_taken_back_epoch(conn: Connection, producer_id: int, producer_epoch: i
     older epoch's state after the delete, and the newer epoch would be refused there (a new
     epoch's sequences start at 0). A Send that comes later waits, then finds the higher epoch.
     On SQLite this transaction is the only writer."""
-    if not 0 <= producer_epoch <= MAX_PRODUCER_EPOCH:
+    try:
+        verdict = current_state(conn, producer_id, lock=RowLock.UPDATE).epoch_raise(principal, producer_epoch)
+    except ForgottenProducerId:  # forgotten again meanwhile: the Send's own refusal stands
         return False
-    row = conn.execute(dialect.lock_row(conn.dialect.name, select(
-        producers.c.producer_epoch, producers.c.taken_back_ms, producers.c.transactional_id, producers.c.principal)
-        .where(producers.c.producer_id == producer_id), RowLock.UPDATE)).first()
-    if (row is not None and row.producer_epoch == producer_epoch and row.taken_back_ms is not None
-            and row.transactional_id is None and row.principal == principal):
-        # Raised to this epoch by a concurrent Send of the same sender (its batches to other
-        # partitions at once) since this Send was refused: judged again as any Send, nothing
-        # deleted here (that Send may have written this epoch's state since). Without it the
-        # second of two such Sends was refused InvalidProducerEpoch with the row at its epoch.
-        return True
-    raised = conn.execute(
-        update(producers)
-        .where(producers.c.producer_id == producer_id, producers.c.taken_back_ms.is_not(None),
-               producers.c.transactional_id.is_(None), producers.c.principal == principal,
-               producers.c.producer_epoch < producer_epoch)
-        .values(producer_epoch=producer_epoch, created_ms=now_ms, taken_back_ms=now_ms)
-    ).rowcount
-    if raised != 1:
-        return False
+    if verdict is not EpochRaise.RAISE:
+        # ALREADY_RAISED: raised to this epoch by a concurrent Send of the same sender (its
+        # batches to other partitions at once) since this Send was refused: judged again as any
+        # Send, nothing deleted here (that Send may have written this epoch's state since).
+        # Without it the second of two such Sends was refused InvalidProducerEpoch with the
+        # row at its epoch.
+        return verdict is EpochRaise.ALREADY_RAISED
+    # The row is locked: what epoch_raise read of it is what this updates.
+    conn.execute(update(producers).where(producers.c.producer_id == producer_id)
+                 .values(producer_epoch=producer_epoch, created_ms=now_ms, taken_back_ms=now_ms))
     conn.execute(delete(producer_partitions).where(producer_partitions.c.producer_id == producer_id))
     return True
 
@@ -238,9 +241,11 @@ def idle_producers(conn: Connection, used_before: int, limit: int) -> list[int]:
     return list(conn.execute(_IDLE_PRODUCERS, {"used_before": used_before, "limit": limit}).scalars())
 
 
-def delete_idle_producers(conn: Connection, producer_ids: list[int], used_before: int) -> list[int]:
+def delete_idle_producers(conn: Connection, producer_ids: list[int], used_before: int, now_ms: int) -> list[int]:
     """Delete those of `producer_ids` still idle (idle_producers' rule) with their sequence state
-    in every partition; the ids deleted. Their rows are locked first, in one statement that
+    in every partition; the ids deleted. Each deleted producer that had a holder leaves its
+    tombstone, forgotten now: its holder alone may take the id back while it lives
+    (take_back_producer; one left by an earlier expiry of the id is written anew). Their rows are locked first, in one statement that
     skips the ones another transaction holds (on PostgreSQL an idempotent Send under way holds
     its producer's row FOR KEY SHARE, sequence_state._PRODUCER_HOLDS: that producer is in use,
     and the next pass looks again), and looked at again by a statement of its own: on
@@ -253,10 +258,31 @@ def delete_idle_producers(conn: Connection, producer_ids: list[int], used_before
         .order_by(producers.c.producer_id))).scalars())
     if not locked:
         return []
-    deleted = list(conn.execute(
+    rows = conn.execute(
         delete(producers).where(producers.c.producer_id.in_(locked), _FORGETTABLE, *_IDLE)
-        .returning(producers.c.producer_id),
-        {"used_before": used_before}).scalars())
+        .returning(producers.c.producer_id, producers.c.principal),
+        {"used_before": used_before}).all()
+    deleted = sorted(producer_id for producer_id, _ in rows)
     if deleted:
         conn.execute(delete(producer_partitions).where(producer_partitions.c.producer_id.in_(deleted)))
-    return sorted(deleted)
+    held = [{"producer_id": producer_id, "principal": principal, "forgotten_ms": now_ms}
+            for producer_id, principal in rows if principal is not None]
+    if held:
+        conn.execute(dialect.upsert(conn, producer_tombstones, ("principal", "forgotten_ms")), held)
+    return deleted
+
+
+_OLDEST_TOMBSTONES = (
+    select(producer_tombstones.c.producer_id)
+    .where(producer_tombstones.c.forgotten_ms < bindparam("forgotten_before"))
+    .order_by(producer_tombstones.c.forgotten_ms).limit(bindparam("limit"))
+)
+
+
+def drop_producer_tombstones(conn: Connection, forgotten_before: int, limit: int) -> int:
+    """Delete the tombstones (delete_idle_producers) of ids forgotten before `forgotten_before`,
+    at most `limit`, the oldest first; how many. A take-back racing it either read the
+    tombstone first (and was judged by it) or finds none, as for an id forgotten before
+    tombstones were kept."""
+    return conn.execute(delete(producer_tombstones).where(producer_tombstones.c.producer_id.in_(_OLDEST_TOMBSTONES)),
+                        {"forgotten_before": forgotten_before, "limit": limit}).rowcount

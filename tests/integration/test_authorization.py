@@ -1130,3 +1130,38 @@ def test_a_forgotten_producer_id_is_taken_back_only_by_a_send_the_principal_may_
     assert diff(before, world.stored.snapshot()) == []
     taken = send("orders", 1)
     assert (taken.status_code, taken.json()["results"][0]["base_offset"]) == (200, 2), taken.text
+
+
+def test_a_forgotten_producer_id_is_taken_back_by_its_holder_alone_while_its_tombstone_lives(
+        world: World, clock: Any) -> None:
+    # Another principal allowed to write the same topic is answered as for an id never handed
+    # out, and makes nothing; the holder's next Send takes its id back as before.
+    bob = {"Authorization": f"Bearer {world.as_admin('POST', '/v1/principals/bob/api-keys')['api_key']}"}
+    world.grant([(T, "orders", Operation.WRITE)])
+    world.grant([(T, "orders", Operation.WRITE)], principal="User:bob")
+    p = world.client.post("/v1/producers", headers=world.alice, json={}).json()
+    ident = {"producer_id": p["producer_id"], "producer_epoch": p["producer_epoch"]}
+
+    def send(who: dict[str, str], base_sequence: int) -> Any:
+        return world.client.post("/v1/records", headers=who, json={**ident, "batches": [
+            {"topic": "orders", "partition": 0, "base_sequence": base_sequence, "records": [{"value": 1}]}]})
+
+    assert send(world.alice, 0).status_code == 200
+    services = world.client.app.state.services
+    clock.advance(services.settings.producer_id_expiration_ms + 1)
+    assert services.producer_expiry.expire(clock()).expired == 1
+    before = world.stored.snapshot()
+    never_handed_out = world.client.post("/v1/records", headers=bob, json={
+        "producer_id": p["producer_id"] + 1, "producer_epoch": 0,
+        "batches": [{"topic": "orders", "partition": 0, "base_sequence": 5, "records": [{"value": 1}]}]})
+
+    refused = send(bob, 5)
+
+    assert (refused.status_code, refused.json()) == (never_handed_out.status_code, {
+        **never_handed_out.json(), "message": never_handed_out.json()["message"].replace(
+            str(p["producer_id"] + 1), str(p["producer_id"]))})
+    assert refused.json()["error_code"] == "UNKNOWN_PRODUCER_ID"
+    assert diff(before, world.stored.snapshot()) == []
+    taken = send(world.alice, 1)
+    assert (taken.status_code, taken.json()["results"][0]["base_offset"]) == (200, 2), taken.text
+    assert send(bob, 2).json()["error_code"] == "UNKNOWN_PRODUCER_ID"

@@ -345,3 +345,38 @@ def test_a_take_back_that_comes_while_the_expiry_deletes_the_row_waits_and_makes
     assert _stored(services) == {0: [(0, "first"), (1, "late")]}
     assert _rows(services) == ([p.producer_id], [(p.producer_id, 0, 1)])
     assert _send(services, p, 0, 2, "next").base_offset == 2
+
+
+def test_another_principal_s_take_back_that_comes_while_the_expiry_deletes_the_row_is_refused(  # type: ignore[no-untyped-def]
+        services, database, clock, monkeypatch) -> None:
+    # The expiry has deleted the row and written its tombstone, uncommitted, as another
+    # principal's Send comes: it waits for the deletion (PostgreSQL: its hold on the row;
+    # SQLite: the write lock), finds the row gone, and its take-back finds the tombstone the
+    # deletion committed with it: refused, nothing made.
+    services.topics.create("t", 1)
+    p = services.coordinator.init_producer_id(transactional_id=None, transaction_timeout_ms=None, principal="User:alice")
+    clock.advance(EXPIRATION_MS + 1)
+
+    def send_as(principal: str, base_sequence: int, value: str) -> Any:
+        return services.log.send([SendBatch("t", 0, [RecordToAppend(None, value, None, 1)], base_sequence)],
+                                 producer_id=p.producer_id, producer_epoch=p.producer_epoch,
+                                 transactional_id=None, principal=principal)
+
+    with _expiry_held_before_its_commit(monkeypatch) as (deleted, go):
+        expiry = _Thread(lambda: services.producer_expiry.expire(clock()))
+        expiry.start()
+        assert deleted.wait(30)
+        stranger = _Thread(lambda: send_as("User:mallory", 3, "stolen"))
+        stranger.start()
+        _wait_until_blocked(database, 1)
+        assert stranger.is_alive()
+        go.set()
+        expiry.join(30)
+        stranger.join(30)
+
+    assert (expiry.error, expiry.result) == (None, ProducerIdExpiry(1, False))
+    assert isinstance(stranger.error, UnknownProducerId), stranger.error
+    assert _rows(services) == ([], [])
+    assert _stored(services) == {0: []}
+    (taken,) = send_as("User:alice", 3, "late")
+    assert taken.base_offset == 0

@@ -7,6 +7,7 @@ librdkafka's idempotent producer, idle past the expiration, just goes on produci
 from __future__ import annotations
 
 import datetime
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,6 +18,8 @@ from app.kafka.protocol import request_class
 from app.settings import Settings
 from tests.helpers import create_topic
 from tests.kafka.conftest import Listener, ask
+from tests.kafka.secured import Secured, start_secured
+from tests.kafka.test_security import _sasl
 from tests.kafka.test_wire import _partition_answer, _produce, _records, _stored
 
 EXPIRATION_MS = 1_000  # short: the test's clock is moved past it
@@ -100,3 +103,32 @@ def test_librdkafka_s_idempotent_producer_idle_past_the_expiration_goes_on_produ
     assert reports == [(None, 0, 0), (None, 0, 1), (None, 1, 0), (None, 0, 2), (None, 1, 1), (None, 0, 3)]
     assert _stored(kafka) == [(0, None, 1), (1, None, 2), (2, None, 4), (3, None, 6)]
     assert _stored(kafka, partition=1) == [(0, None, 3), (1, None, 5)]
+
+
+@pytest.fixture
+def secured(db_url: str, clock: Any) -> Iterator[Secured]:
+    yield from start_secured(db_url, clock, producer_id_expiration_ms=EXPIRATION_MS)
+
+
+def test_another_principal_s_produce_with_a_forgotten_id_is_answered_unknown_producer_id(
+        secured: Secured, clock: Any) -> None:
+    # alice's producer is forgotten; bob, who may write the same topic, is answered as for an id
+    # never handed out while its tombstone lives, and alice takes it back as before.
+    for who in ("User:alice", "User:bob"):
+        secured.grant(who, "topic", "orders", "write")
+    services = secured.client.app.state.services
+    with secured.connect() as alice, secured.connect() as bob:
+        assert _sasl(alice, "alice", secured.keys["alice"]).error_code == ErrorCode.none
+        assert _sasl(bob, "bob", secured.keys["bob"]).error_code == ErrorCode.none
+        init = _init(alice)
+        assert _produce_one(alice, init.producer_id, init.producer_epoch, b"1", 0).error_code == ErrorCode.none
+        clock.advance(EXPIRATION_MS + 1)
+        assert services.producer_expiry.expire(clock()).expired == 1
+
+        stolen = _produce_one(bob, init.producer_id, init.producer_epoch, b"8", 1)
+        late = _produce_one(alice, init.producer_id, init.producer_epoch, b"2", 1)
+        after = _produce_one(bob, init.producer_id, init.producer_epoch, b"9", 2)
+
+    assert [(a.error_code, a.base_offset) for a in (stolen, late, after)] == [
+        (ErrorCode.unknown_producer_id, -1), (ErrorCode.none, 1), (ErrorCode.unknown_producer_id, -1)]
+    assert [r["value"] for r in secured.stored()] == [1, 2]
