@@ -603,13 +603,14 @@ def main(argv: list[str] | None = None) -> int:
                                                      for p in jvm_queries]),
             "server_batch_base_hash": ServerRead(server, scan_view_cost.split_statements(server, planned()[1])),
         }
-        if any(v.startswith(("step3_", "server_step3_", "server_partition_views")) for v in chosen):
-            def own_relations(splits):  # type: ignore[no-untyped-def]
-                return [f"SELECT {JVM_COLUMNS} FROM {s.relation} WHERE {p}"
-                        for s, p in zip(splits, jvm_predicates(splits, "postgresql"), strict=True)]
+        def own_relations(splits):  # type: ignore[no-untyped-def]
+            return [f"SELECT {JVM_COLUMNS} FROM {s.relation} WHERE {p}"
+                    for s, p in zip(splits, jvm_predicates(splits, "postgresql"), strict=True)]
 
+        # The JVM read's own split queries, each over its partition's view: no prototype set up.
+        server_reads["server_partition_views"] = ServerRead(server, own_relations(planned()[1]))
+        if any(v.startswith(("step3_", "server_step3_")) for v in chosen):
             server_reads.update({
-                "server_partition_views": ServerRead(server, own_relations(planned()[1])),
                 "server_step3_loop": ServerRead(server, own_relations(step3_splits("loop")[1])),
                 "server_step3_hashview": ServerRead(server, own_relations(step3_splits("hash")[1])),
                 "server_step3_hash": ServerRead(server, scan_view_cost.split_statements(
@@ -622,9 +623,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             server_reads.update({n: server_reads["server_plain"] for n in ("server_spark_join",
                                                                            "server_spark_join_batches")})
-        if not any(v.startswith(("step3_", "server_step3_", "server_partition_views")) for v in chosen):
+        if not any(v.startswith(("step3_", "server_step3_")) for v in chosen):
             server_reads.update({n: server_reads["server_plain"] for n in (
-                "server_partition_views", "server_step3_loop", "server_step3_hashview", "server_step3_hash")})
+                "server_step3_loop", "server_step3_hashview", "server_step3_hash")})
 
         pruned = PRUNED.format(last=max(ends))
 

@@ -10,7 +10,7 @@ it: an expiry they run leaves no tombstone, and a take-back they run reads none.
 drops it, and with it the holders of the forgotten ids.
 
 Revision ID: 0046
-Revises: 0044
+Revises: 0045
 Create Date: 2026-12-06
 """
 
@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0046"
-down_revision = "0044"
+down_revision = "0045"
 branch_labels = None
 depends_on = None
 

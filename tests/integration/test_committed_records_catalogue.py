@@ -25,10 +25,12 @@ def _definition(conn, view: str) -> str:  # type: ignore[no-untyped-def]
     return conn.execute(text("SELECT pg_get_viewdef(CAST(:v AS regclass))"), {"v": view}).scalar_one()
 
 
-def one_partition(topic_id: int, partition: int) -> dict[str, str]:
+def one_partition(topic_id: int, partition: int, topic: str) -> dict[str, str]:
     return {"topic_id": str(topic_id), "partition": str(partition),
             "of_partition": f'\n  AND b.topic_id = {topic_id} AND b."partition" = {partition}',
-            "records_of_partition": f'\n  AND r.topic_id = {topic_id} AND r."partition" = {partition}'}
+            "records_of_partition": f'\n  AND r.topic_id = {topic_id} AND r."partition" = {partition}',
+            "topic": f"CAST('{topic}' AS varchar(249))", "records_joins": "", "batches_topic_join": "",
+            "log_start": f'(SELECT p.log_start_offset FROM partitions p WHERE p.topic_id = {topic_id} AND p."partition" = {partition})'}
 
 
 def test_the_migrated_view_is_the_catalogues(database) -> None:  # type: ignore[no-untyped-def]
@@ -54,13 +56,20 @@ def test_a_log_partitions_view_is_the_catalogues_with_the_partition_written_in(d
     with database.engine.connect() as conn:
         a = conn.execute(text("SELECT topic_id FROM topics WHERE name = 'a'")).scalar_one()
         migrated = _definition(conn, partition_view(a, 1))
-        conn.exec_driver_sql(render(catalogue, {"view": "catalogue_partition", **one_partition(a, 1)}))
+        conn.exec_driver_sql(render(catalogue, {"view": "catalogue_partition", **one_partition(a, 1, "a")}))
         created = _definition(conn, "catalogue_partition")
+        every = _definition(conn, "committed_records")
         conn.rollback()
     assert migrated == created
     assert f"(r_1.topic_id = {a}) AND (r_1.partition = 1)" in migrated and f"(b.topic_id = {a}) AND (b.partition = 1)" in migrated
     # The self-committed records' part names the partition too (its own marker).
     assert f"(r.topic_id = {a}) AND (r.partition = 1)" in migrated, migrated
+    # The topic's name is written in and the log start looked up once: a partition's view joins
+    # no `topics`, and `partitions` only for its batch rows; the view of every partition joins both.
+    assert "'a'::character varying(249) AS topic" in migrated, migrated
+    assert "JOIN topics" not in migrated and migrated.count("JOIN partitions") == 1, migrated
+    assert 'WHERE (r.self_committed AND (r."offset" >= ( SELECT p.log_start_offset' in migrated, migrated
+    assert every.count("JOIN topics") == 2 and every.count("JOIN partitions") == 2, every
 
 
 def test_the_old_jdbc_readers_columns_are_the_migrated_views_but_a_bytes_topics(database) -> None:  # type: ignore[no-untyped-def]

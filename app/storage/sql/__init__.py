@@ -23,4 +23,7 @@ def load(name: str) -> str:
 # reader of the current text (tests, benchmarks); each migration renders its frozen copy with
 # values of its own.
 EVERY_PARTITION = {"topic_id": "b.topic_id", "partition": 'b."partition"', "of_partition": "",
-                   "records_of_partition": ""}
+                   "records_of_partition": "", "topic": "t.name",
+                   "records_joins": ("\nJOIN topics t ON t.topic_id = r.topic_id"
+                                     '\nJOIN partitions p ON p.topic_id = r.topic_id AND p."partition" = r."partition"'),
+                   "log_start": "p.log_start_offset", "batches_topic_join": "\nJOIN topics t ON t.topic_id = b.topic_id"}

@@ -7,6 +7,13 @@
 -- view names its leaf in its text, so its plan holds that leaf alone whatever its reader gives;
 -- the view of every partition learns a batch's partition only as it runs, so its plan holds and
 -- locks every leaf (docs/DESIGN-partitioned-records.md, "A view of each log partition").
+--
+-- A partition's view also has its topic's name written in (a topic is never renamed; a topic id
+-- created again after a test's reset has its partitions' views made again with it) and reads
+-- the log start as one lookup of the partition's row, a subquery run once per query: its
+-- self-committed records are then its leaf's range alone, joined to nothing, and a reader's
+-- bounds on batch_position bound that range of the leaf's primary key. The view of every
+-- partition joins `topics` and `partitions` there instead, and `topics` for its batch rows.
 CREATE OR REPLACE VIEW @view@ AS
 -- Read_committed over batch rows (docs/DESIGN-batches.md), in two parts with the same columns,
 -- which never hold the same record: a record is read by the first part exactly when it is
@@ -24,15 +31,13 @@ CREATE OR REPLACE VIEW @view@ AS
 -- (NULL for the others). Atomic visibility holds as for any row: a snapshot sees the whole
 -- batch or none of it. Only such records are flagged: a transactional batch's records exist
 -- before their commit.
-SELECT t.name AS topic, p.topic_id, p."partition", r."offset",
+SELECT @topic@ AS topic, r.topic_id, r."partition", r."offset",
        r."offset" AS commit_position,
        r.timestamp_ms, r.key, r.value, r.headers, r.producer_id,
        false AS transactional, r.key_bytes, r.value_bytes,
        r."offset" AS batch_position
-FROM records r
-JOIN topics t ON t.topic_id = r.topic_id
-JOIN partitions p ON p.topic_id = r.topic_id AND p."partition" = r."partition"
-WHERE r.self_committed AND r."offset" >= p.log_start_offset@records_of_partition@
+FROM records r@records_joins@
+WHERE r.self_committed AND r."offset" >= @log_start@@records_of_partition@
 UNION ALL
 -- 2. Every other committed record, through its batch row: a committed batch is one with a
 -- commit position; a plain batch's record is exposed at its own offset, a transactional
@@ -43,13 +48,14 @@ UNION ALL
 -- commit_position, because a bound on commit_position (a CASE over both tables) is only a
 -- filter, and alone it walks every committed batch of the partition
 -- (ix_record_batches_committed_joined holds the batches read here, in that order).
-SELECT t.name AS topic, b.topic_id, b."partition", r."offset",
+SELECT @topic@ AS topic, b.topic_id, b."partition", r."offset",
        CASE WHEN b.txn_id IS NULL THEN r."offset" ELSE b.commit_position END AS commit_position,
        r.timestamp_ms, r.key, r.value, r.headers, b.producer_id,
        b.txn_id IS NOT NULL AS transactional, r.key_bytes, r.value_bytes,
        b.commit_position AS batch_position
-FROM record_batches b
-JOIN topics t ON t.topic_id = b.topic_id
+-- The partition's row is joined here in both views (one row, before the batches): a batch of a
+-- partition whose row is gone (a deleted topic's, awaiting its purge) is then read by neither.
+FROM record_batches b@batches_topic_join@
 JOIN partitions p ON p.topic_id = b.topic_id AND p."partition" = b."partition"
 -- LATERAL … OFFSET 0: batch first, then its run, whatever the statistics say; planned the other
 -- way round (a partition just filled, no statistics) a join reads the whole partition per batch.

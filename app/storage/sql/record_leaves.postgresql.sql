@@ -80,7 +80,12 @@ DECLARE
     view_name text := format('partition_%s_%s', topic_id, "partition");
     statement text;
     reader oid;
+    -- Written into the view's text: a topic is never renamed.
+    topic_name text := (SELECT t.name FROM @log_schema@.topics t WHERE t.topic_id = create_partition_view.topic_id);
 BEGIN
+    IF topic_name IS NULL THEN
+        RAISE EXCEPTION 'no topic %: the view of its partition % cannot be made', topic_id, "partition";
+    END IF;
     -- The view's text names the log's tables without their schema (it is also the text of the
     -- view of every partition): they are found with the log's schema on the path for the CREATE
     -- VIEW alone, after pg_catalog, where every operator the text uses (on integers and bigints)
@@ -88,7 +93,7 @@ BEGIN
     -- written before: format() called with the log's schema on the path would take a
     -- format(text, text, integer, integer) created there, an exact match, over pg_catalog's
     -- variadic one, and run it as this function's owner.
-    statement := format(@partition_view@, view_name, topic_id, "partition");
+    statement := format(@partition_view@, view_name, topic_id, "partition", topic_name);
     PERFORM pg_catalog.set_config('search_path', 'pg_catalog, @log_schema@, pg_temp', true);
     EXECUTE statement;
     PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
