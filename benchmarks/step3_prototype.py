@@ -43,7 +43,7 @@ import psycopg
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.storage.sql import load  # noqa: E402
+from app.storage.sql import EVERY_PARTITION, load  # noqa: E402
 from migrations.sql_files import render  # noqa: E402
 
 SCHEMA = "step3_views"
@@ -71,7 +71,10 @@ def prototype_view(kind: str, topic_id: int, partition: int) -> str:
 
 def rendered(view: str, topic_id: int, partition: int) -> str:
     """The template rendered as outbox.create_partition_view renders a partition's view."""
+    # The joins of the view of every partition (EVERY_PARTITION's), as a partition's view had them
+    # before migration 0045 wrote its topic's name in: the prototype's relations join the same.
     return render(load("committed_records.postgresql.sql"), {
+        **{k: EVERY_PARTITION[k] for k in ("topic", "records_joins", "log_start", "batches_topic_join")},
         "view": view, "topic_id": str(int(topic_id)), "partition": str(int(partition)),
         "of_partition": f'\n  AND b.topic_id = {int(topic_id)} AND b."partition" = {int(partition)}',
         "records_of_partition": f'\n  AND r.topic_id = {int(topic_id)} AND r."partition" = {int(partition)}'})

@@ -283,6 +283,14 @@ def drop_producer_tombstones(conn: Connection, forgotten_before: int, limit: int
     """Delete the tombstones (delete_idle_producers) of ids forgotten before `forgotten_before`,
     at most `limit`, the oldest first; how many. A take-back racing it either read the
     tombstone first (and was judged by it) or finds none, as for an id forgotten before
-    tombstones were kept."""
-    return conn.execute(delete(producer_tombstones).where(producer_tombstones.c.producer_id.in_(_OLDEST_TOMBSTONES)),
-                        {"forgotten_before": forgotten_before, "limit": limit}).rowcount
+    tombstones were kept.
+
+    The age is tested on the deleted row itself as well as in the subquery that picks the
+    oldest: on PostgreSQL a DELETE that waited for a row's lock (an expiry forgetting the id
+    again, which writes its tombstone anew) tests the row's own conditions again once it
+    holds it, but not the subquery's, whose snapshot is older; without it the tombstone just
+    written went, and another principal could take the id its holder had just lost."""
+    return conn.execute(delete(producer_tombstones).where(
+        producer_tombstones.c.producer_id.in_(_OLDEST_TOMBSTONES),
+        producer_tombstones.c.forgotten_ms < bindparam("forgotten_before")),
+        {"forgotten_before": forgotten_before, "limit": limit}).rowcount

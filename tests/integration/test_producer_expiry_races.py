@@ -380,3 +380,37 @@ def test_another_principal_s_take_back_that_comes_while_the_expiry_deletes_the_r
     assert _stored(services) == {0: []}
     (taken,) = send_as("User:alice", 3, "late")
     assert taken.base_offset == 0
+
+
+def test_a_tombstone_written_anew_while_the_drop_of_old_ones_waits_for_it_stays(services, database, clock) -> None:  # type: ignore[no-untyped-def]
+    # The id's old tombstone is due to go; an expiry forgets the id again and writes its
+    # tombstone anew, uncommitted, as the drop of old tombstones comes and waits for that row
+    # (PostgreSQL: its lock; SQLite: the write lock). Once the expiry commits, the tombstone is
+    # a new one, and stays.
+    from app.storage.producers import delete_idle_producers, drop_producer_tombstones
+    from app.storage.tables import producer_tombstones
+
+    p = services.coordinator.init_producer_id(transactional_id=None, transaction_timeout_ms=None, principal="User:alice")
+    with services.db.write() as conn:
+        conn.execute(producer_tombstones.insert().values(producer_id=p.producer_id, principal="User:alice",
+                                                         forgotten_ms=1))
+    clock.advance(8 * EXPIRATION_MS)
+    now = clock()
+    with services.db.engine.connect() as expiry:
+        with expiry.begin():
+            assert delete_idle_producers(expiry, [p.producer_id], now - EXPIRATION_MS, now) == [p.producer_id]
+
+            def drop() -> int:
+                with services.db.write() as conn:
+                    return drop_producer_tombstones(conn, now - 7 * EXPIRATION_MS, 1_000)
+
+            dropper = _Thread(drop)
+            dropper.start()
+            _wait_until_blocked(database, 1)
+            assert dropper.is_alive()
+        dropper.join(30)
+
+    assert (dropper.error, dropper.result) == (None, 0)
+    with services.db.read() as conn:
+        assert conn.execute(select(producer_tombstones.c.producer_id, producer_tombstones.c.principal,
+                                   producer_tombstones.c.forgotten_ms)).all() == [(p.producer_id, "User:alice", now)]
