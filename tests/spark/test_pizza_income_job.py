@@ -238,7 +238,23 @@ def test_job_starts_at_the_log_start_below_which_orders_were_deleted_and_says_so
     orders.close()
 
 
-def test_fail_on_data_loss_stops_the_job_with_one_line_and_no_output(backend, launcher) -> None:  # type: ignore[no-untyped-def]
+class _SharedSession:
+    """The run's SparkSession as a job's own: the job stops its session when it ends, which
+    here leaves the shared one running for the next tests."""
+
+    def __init__(self, spark) -> None:  # type: ignore[no-untyped-def]
+        self._spark = spark
+        self.stopped = False
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        return getattr(self._spark, name)
+
+
+def test_fail_on_data_loss_stops_the_job_with_one_line_and_no_output(spark, backend, launcher, monkeypatch,  # type: ignore[no-untyped-def]
+                                                                      capsys) -> None:
     url = launcher.server().url
     _create_topics(url)
     orders = Orders(url)
@@ -246,16 +262,30 @@ def test_fail_on_data_loss_stops_the_job_with_one_line_and_no_output(backend, la
     _commit_group_offsets(url, {0: 1})
     move_log_start(backend.engine, INPUT, 0, 2)
 
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-    done = subprocess.run(_job_command("python -m", backend.url, url, "--fail-on-data-loss"), cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=JOB_TIMEOUT_S)
+    # The job's command line run by its main in this process, on the run's SparkSession: the
+    # data loss is found before Spark reads anything, so a process and JVM of its own (most of
+    # this test's minute on a loaded machine) showed nothing more; the job as a process, its
+    # exit status and its kill, is tested above.
+    import spark_jobs.session
 
-    assert done.returncode == 2, done.stderr[-5000:]
-    assert [line for line in done.stderr.splitlines() if line.startswith("error:")] == [
+    session = _SharedSession(spark)
+    monkeypatch.setattr(spark_jobs.session, "build_session", lambda *a, **k: (session, None))
+    quieted = {name: logging.getLogger(name).level for name in ("py4j", "httpx")}  # the job's main quiets them
+    capsys.readouterr()
+    try:
+        status = pizza_income.main(_job_command("python -m", backend.url, url, "--fail-on-data-loss")[3:])
+    finally:
+        for name, level in quieted.items():
+            logging.getLogger(name).setLevel(level)
+    out, err = capsys.readouterr()
+
+    assert status == 2, err[-5000:]
+    assert session.stopped, "the job stops its session"
+    assert [line for line in err.splitlines() if line.startswith("error:")] == [
         f"error: data loss for group '{GROUP}': orders/0: committed position 1 is below the log start 2, so "
         "records in [1, 2) were deleted before the group read them (without fail-on-data-loss the job goes on "
         "without them)"]
-    assert "{" not in done.stdout  # no batch printed
+    assert "{" not in out  # no batch printed
     assert _outputs(url) == ([], []) and _group_offsets(url) == {0: 1}
     orders.close()
 
