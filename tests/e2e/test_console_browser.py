@@ -237,13 +237,26 @@ def time_axis(console: Console, chart: str) -> list[str]:
 
 def assert_times_of_today(ticks: list[str], first: float, last: float) -> None:
     """Ticks are times of day (HH:MM or HH:MM:SS, no date), in order, between two moments
-    (seconds since the epoch) of the same day (a test run across midnight is not asked this)."""
-    assert len(ticks) >= 3 and all(re.fullmatch(r"\d\d:\d\d(:\d\d)?", t) for t in ticks), ticks
+    (seconds since the epoch) of the same day; across midnight the console dates them
+    (M/D HH:MM), and they are checked in that form, in order, between the same moments."""
     low, high = datetime.fromtimestamp(first), datetime.fromtimestamp(last + 1)
+    assert len(ticks) >= 3, ticks
     if low.date() != high.date():
-        return
-    shown = [datetime.combine(high.date(), datetime.strptime(t, "%H:%M:%S" if t.count(":") == 2 else "%H:%M").time())
-             for t in ticks]
+        assert all(re.fullmatch(r"\d{1,2}/\d{1,2} \d\d:\d\d(:\d\d)?", t) for t in ticks), ticks
+
+        def dated(t: str) -> datetime:
+            day, clock = t.split(" ")
+            for year in (low.year, high.year):  # a window across New Year's midnight too
+                at = datetime.strptime(f"{year} {day} {clock}", "%Y %m/%d " + ("%H:%M:%S" if clock.count(":") == 2 else "%H:%M"))
+                if low.date() <= at.date() <= high.date():
+                    return at
+            raise AssertionError((t, low, high))
+
+        shown = [dated(t) for t in ticks]
+    else:
+        assert all(re.fullmatch(r"\d\d:\d\d(:\d\d)?", t) for t in ticks), ticks
+        shown = [datetime.combine(high.date(), datetime.strptime(t, "%H:%M:%S" if t.count(":") == 2 else "%H:%M").time())
+                 for t in ticks]
     assert shown == sorted(shown) and low.replace(second=0, microsecond=0) <= shown[0] and shown[-1] <= high, (ticks, low, high)
 
 
