@@ -42,6 +42,7 @@ from app.storage.record_rows import BatchToAppend
 from app.storage.seen_topics import SeenTopics, TopicChanged
 from app.services import fetch_answer
 from app.services.fetch_answer import FetchAnswer, HeldRead, PartitionFetch
+from app.services.taken_back_epoch import raise_taken_back_epoch
 from app.services.transaction_join import TransactionCopies, found, join_transaction, joining, keep_copy
 
 
@@ -338,9 +339,9 @@ class LogService:
 
     def _raise_taken_back_epoch(self, producer_id: int, producer_epoch: int, principal: str) -> bool:
         """producers.raise_taken_back_epoch in a database transaction of its own, as _take_back
-        and for its reason."""
-        with self.db.write() as conn:
-            return producers.raise_taken_back_epoch(conn, producer_id, producer_epoch, self.clock(), principal)
+        and for its reason (taken_back_epoch.raise_taken_back_epoch, which InitProducerId's
+        epoch bump calls too)."""
+        return raise_taken_back_epoch(self.db, self.clock, producer_id, producer_epoch, principal)
 
     def _send_once(self, batches: list[SendBatch], producer_id: int | None, producer_epoch: int | None,
                    transactional_id: str | None, principal: str,

@@ -39,6 +39,7 @@ from app.storage import producers
 from app.storage import transactions as txns
 from app.storage.dialect import RowLock
 from app.storage.engine import Database
+from app.services.taken_back_epoch import raise_taken_back_epoch
 from app.services.transaction_completion import TransactionCompletion, apply_event, fence
 from app.services.transaction_join import TransactionCopies, keep_copy
 
@@ -148,9 +149,8 @@ class ProducerInit:
             # as fenced, for good.
             if producer_id is None or producer_epoch is None:
                 raise
-            with self.db.write() as conn:
-                if not producers.raise_taken_back_epoch(conn, producer_id, producer_epoch, self.clock(), principal):
-                    raise
+            if not raise_taken_back_epoch(self.db, self.clock, producer_id, producer_epoch, principal):
+                raise
             return self._init_idempotent_once(producer_id, producer_epoch, principal)
 
     def _init_idempotent_once(self, producer_id: int | None, producer_epoch: int | None,
