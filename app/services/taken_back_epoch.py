@@ -2,8 +2,9 @@
 database transaction of its own, for both callers that need it: an idempotent Send refused at
 its epoch (LogService.send) and the holder's epoch bump (ProducerInit's InitProducerId without a
 transactional id). Its own transaction, committed before the Send or the bump is tried again:
-made inside theirs, after they took a partition's or the producer's lock, it would wait there
-for the older epoch's Sends in flight, which could be waiting for that lock."""
+it locks the producer's row FOR UPDATE, and so waits for the older epoch's Sends in flight;
+made inside a Send's, after that Send took a partition's lock, it could wait for a concurrent
+Send that waits for that partition's lock (LogService._take_back says the same of a take-back)."""
 
 from __future__ import annotations
 
