@@ -63,7 +63,6 @@ class StoredProducer:
         break its sequences on a topic both may write, or learn which ids are transactional."""
         require_holder(self.producer_id, self.principal, principal)
 
-
     def epoch_raise(self, principal: str, producer_epoch: int) -> EpochRaise:
         """What a Send at `producer_epoch`, refused at this row's epoch, does to a row taken back
         (storage.producers.raise_taken_back_epoch): raises it where it is taken back, its
@@ -75,7 +74,7 @@ class StoredProducer:
             return EpochRaise.REFUSED
         if producer_epoch == self.producer_epoch:
             return EpochRaise.ALREADY_RAISED
-        if self.producer_epoch < producer_epoch <= MAX_PRODUCER_EPOCH:
+        if self.producer_epoch < producer_epoch and is_producer_epoch(producer_epoch):
             return EpochRaise.RAISE
         return EpochRaise.REFUSED
 
@@ -88,12 +87,18 @@ class EpochRaise(enum.Enum):
     REFUSED = "refused"
 
 
+def is_producer_epoch(producer_epoch: int) -> bool:
+    """An epoch a producer can have: 0 to MAX_PRODUCER_EPOCH (Kafka's int16 epochs, less the
+    negative ones, which mean none)."""
+    return 0 <= producer_epoch <= MAX_PRODUCER_EPOCH
+
+
 def check_producer_epoch(producer_epoch: int) -> None:
     """An epoch a producer can have, 0 to MAX_PRODUCER_EPOCH, for a row made from a Send's
     (storage.producers.take_back_producer): the Kafka door passes a batch's int16 epoch through
     as it is, and a row at epoch -1 would be a producer no bump can follow. InvalidProducerEpoch
     otherwise, what a live row's Send at such an epoch is answered (no row holds one)."""
-    if not 0 <= producer_epoch <= MAX_PRODUCER_EPOCH:
+    if not is_producer_epoch(producer_epoch):
         raise InvalidProducerEpoch(f"producer epoch {producer_epoch} is outside 0..{MAX_PRODUCER_EPOCH}")
 
 

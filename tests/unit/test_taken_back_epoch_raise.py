@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from app.domain.errors import InvalidProducerEpoch
-from app.domain.producer import EpochRaise, StoredProducer, check_producer_epoch
+from app.domain.producer import EpochRaise, StoredProducer, check_producer_epoch, is_producer_epoch
 from app.domain.types import MAX_PRODUCER_EPOCH
 
 ROW = StoredProducer(7, 3, None, "User:alice", taken_back=True)
@@ -38,3 +38,10 @@ def test_a_take_back_s_epoch_outside_what_a_producer_can_have_is_refused(epoch: 
 @pytest.mark.parametrize("epoch", [0, MAX_PRODUCER_EPOCH])
 def test_a_take_back_s_epoch_a_producer_can_have_passes(epoch: int) -> None:
     check_producer_epoch(epoch)
+
+
+@pytest.mark.parametrize(("epoch", "expected"), [
+    (-1, False), (0, True), (1, True), (MAX_PRODUCER_EPOCH, True), (MAX_PRODUCER_EPOCH + 1, False),
+])
+def test_the_epochs_a_producer_can_have_are_0_to_the_largest_int16(epoch: int, expected: bool) -> None:
+    assert is_producer_epoch(epoch) is expected
