@@ -475,8 +475,9 @@ def list_groups(conn: Connection, *, after: str | None = None, limit: int | None
         # Each table's first `limit` ids after `after`, then their union's first `limit`: each a
         # range of an index led by group_id. With the bound applied outside the union, each page
         # read, de-duplicated and sorted every id after `after` of the three tables, and walking
-        # the groups a page at a time cost the square of their number (13 s for 100,000 groups on
-        # PostgreSQL, 101 pages; 3.5 s now, each page the same).
+        # the groups a page at a time cost the square of their number (4.95 s for 100,000 groups
+        # on PostgreSQL, 101 pages; 0.89 s now, each page the same: docs/benchmarks.md, "Walking
+        # every consumer group a page at a time").
         def first(table: Any) -> Any:
             stmt = select(table.c.group_id).distinct()
             if after is not None:
