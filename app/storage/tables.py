@@ -1,4 +1,6 @@
-"""The schema, in SQLAlchemy Core. The single source for alembic and for every query.
+"""The schema, in SQLAlchemy Core. The single source for alembic and for every query: its tables
+here, with the producer tables of app.storage.producer_tables, all on the one MetaData of
+app.storage.table_metadata.
 
 Types are chosen to be identical on SQLite and PostgreSQL: BigInteger offsets and ids,
 Text for JSON payloads (stored as JSON text; the service never queries inside a value, and
@@ -21,7 +23,6 @@ from sqlalchemy import (
     Index,
     Integer,
     LargeBinary,
-    MetaData,
     PrimaryKeyConstraint,
     Sequence,
     SmallInteger,
@@ -40,14 +41,18 @@ from app.domain.offsets import ReadOrder
 from app.domain.topic_names import TOPIC_NAME_MAX_LENGTH
 from app.domain.transaction import STORED_STATES
 from app.domain.types import CleanupPolicy, ControlType, Durability, RecordState, TransactionVersion, ValueFormat
+from app.storage.producer_tables import producer_partitions, producer_tombstones, producers
+from app.storage.table_metadata import metadata
 
-NAMING_CONVENTION = {
-    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
-    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
-    "ck": "ck_%(table_name)s_%(constraint_name)s",
-    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
-    "pk": "pk_%(table_name)s",
-}
+# The whole schema, this module's tables with the producer tables (app.storage.producer_tables)
+# and the MetaData they are all defined on (app.storage.table_metadata).
+__all__ = [
+    "acls", "api_keys", "cleaner_leases", "consumer_groups", "counters", "deleted_topics", "Flag",
+    "group_members", "group_offsets", "metadata", "offset_writes", "OffsetMetadataText", "one_of",
+    "partitions", "producer_partitions", "producer_tombstones", "producers", "record_batches",
+    "RECORD_LEAF", "record_leaf", "record_leaf_pattern", "record_message_ids", "records", "topics",
+    "transaction_offsets", "transaction_partitions", "transactions", "txn_ids",
+]
 
 
 def one_of(column: str, values: Iterable[enum.Enum], *, nullable: bool = False) -> CheckConstraint:
@@ -63,7 +68,6 @@ def one_of(column: str, values: Iterable[enum.Enum], *, nullable: bool = False) 
         condition = f"{column} IS NULL OR {condition}"
     return CheckConstraint(condition, name=column)
 
-metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
 # Named counters handed out with UPDATE … RETURNING: producer ids and txn ids. A counter row
 # works the same on both databases (SQLite has no sequences).
@@ -312,58 +316,6 @@ Index(
     record_batches.c.txn_id,
     sqlite_where=text("txn_id IS NOT NULL"),
     postgresql_where=text("txn_id IS NOT NULL"),
-)
-
-producers = Table(
-    "producers",
-    metadata,
-    Column("producer_id", BigInteger, primary_key=True, autoincrement=False),
-    # An idempotent producer's current epoch. A transactional id's producer has its epoch in
-    # transactions.producer_epoch; here it keeps the one it was made with
-    # (storage.transactions.apply_transit).
-    Column("producer_epoch", Integer, nullable=False),
-    Column("transactional_id", String(255), nullable=True),
-    # When the producer was last made: its creation, or an idempotent producer's epoch bump
-    # (KIP-360; storage.producers.bump_producer_epoch). Producer expiry counts it as use.
-    Column("created_ms", BigInteger, nullable=False),
-    # The principal InitProducerId handed the id to (migration 0010): an id without a
-    # transactional id is its holder's alone (app.domain.producer.StoredProducer).
-    Column("principal", String(255), nullable=True),
-    # When an idempotent Send last took the id back after producer expiry forgot it
-    # (storage.producers.take_back_producer; migration 0043); NULL: made by InitProducerId, or
-    # its epoch bumped since. A partition without its state then takes its batch at any sequence
-    # (app.domain.producer.check_sequence).
-    Column("taken_back_ms", BigInteger, nullable=True),
-)
-
-# What producer expiry keeps of a forgotten producer that had a holder (migration 0046): its
-# holder, so that while the tombstone lives no other principal takes the id back
-# (storage.producers.take_back_producer); dropped once the producer has been forgotten for
-# PRODUCER_TOMBSTONE_EXPIRATIONS expirations (app.services.producer_expiry).
-producer_tombstones = Table(
-    "producer_tombstones",
-    metadata,
-    Column("producer_id", BigInteger, primary_key=True, autoincrement=False),
-    Column("principal", String(255), nullable=False),
-    # When producer expiry last forgot the id; the chore drops the oldest first, by this index.
-    Column("forgotten_ms", BigInteger, nullable=False),
-    Index("ix_producer_tombstones_forgotten_ms", "forgotten_ms"),
-)
-
-# Per (producer, partition): the idempotence state (docs/GUARANTEES.md#no-duplicates).
-producer_partitions = Table(
-    "producer_partitions",
-    metadata,
-    Column("producer_id", BigInteger, nullable=False),
-    Column("topic_id", Integer, nullable=False),
-    Column("partition", Integer, nullable=False),
-    Column("producer_epoch", Integer, nullable=False),
-    Column("last_sequence", Integer, nullable=False),
-    Column("last_batch_base_sequence", Integer, nullable=False),
-    Column("last_batch_record_count", Integer, nullable=False),
-    Column("last_batch_base_offset", BigInteger, nullable=False),
-    Column("updated_ms", BigInteger, nullable=False),
-    PrimaryKeyConstraint("producer_id", "topic_id", "partition"),
 )
 
 # Kafka's TransactionMetadata: one row per transactional_id.
