@@ -104,7 +104,7 @@ def check_producer_epoch(producer_epoch: int) -> None:
 
 def require_holder(producer_id: int, holder: str | None, principal: str) -> None:
     """The holder rule of StoredProducer.require_holder, which a take-back of a forgotten id
-    keeps too while its holder's tombstone lives (storage.producers.take_back_producer): anyone
+    keeps too while its row of forgotten_producers lives (storage.producers.take_back_producer): anyone
     but `holder` is answered as if the id did not exist."""
     if holder != principal:
         raise UnknownProducerId(f"unknown producer id {producer_id}; call InitProducerId")

@@ -16,11 +16,12 @@ either is seen by it (the producer is kept) or finds the producer gone and takes
 (storage.producers.delete_idle_producers and take_back_producer say how).
 
 A forgotten producer that had a holder (the principal InitProducerId handed it to) leaves a
-tombstone, its id and holder: while it lives only that holder takes the id back, anyone else is
-answered UNKNOWN_PRODUCER_ID as for an id never handed out; without it a principal allowed to
-write some topic could take the id of another's producer idle past the expiration, whose next
-Send would then be refused. Expiry drops a tombstone PRODUCER_TOMBSTONE_EXPIRATIONS expirations
-after it forgot its producer, so that tombstones stay bounded as producers are."""
+row of forgotten_producers, its id and holder: while it lives only that holder takes the id
+back, anyone else is answered UNKNOWN_PRODUCER_ID as for an id never handed out; without it a
+principal allowed to write some topic could take the id of another's producer idle past the
+expiration, whose next Send would then be refused. Expiry drops that row
+FORGOTTEN_PRODUCER_EXPIRATIONS expirations after it forgot its producer, so that those rows stay
+bounded as producers are."""
 
 from __future__ import annotations
 
@@ -46,13 +47,13 @@ EXPIRY_CHUNK_PRODUCERS = 100
 # machine at load 7 (2026-12-06); a pass of PRODUCERS_EXPIRED_PER_PASS deletions 252 ms and
 # 47 ms. A look that found its most looks again at the next pass.
 PRODUCER_EXPIRY_CHECK_INTERVAL_MS = 60 * 1000
-# How long a forgotten producer's tombstone lives, in expirations (OUTBOX_PRODUCER_ID_EXPIRATION_MS)
+# How long a forgotten producer's row of forgotten_producers lives, in expirations (OUTBOX_PRODUCER_ID_EXPIRATION_MS)
 # after expiry forgot it: a week with the default day, so that a producer that sends once a
 # week (a weekly job's) is taken back by its holder alone. A multiple of the expiration, not a
-# setting of its own: tombstones are made at the rate producers are forgotten, so they number
+# setting of its own: those rows are made at the rate producers are forgotten, so they number
 # at most this many times the producers forgotten in one expiration, each a row of three
 # columns, whatever the expiration is set to.
-PRODUCER_TOMBSTONE_EXPIRATIONS = 7
+FORGOTTEN_PRODUCER_EXPIRATIONS = 7
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,10 +61,10 @@ class ProducerIdExpiry:
     """What one ProducerExpiry.expire did."""
 
     expired: int  # producer ids forgotten
-    # The look found PRODUCERS_EXPIRED_PER_PASS idle producers, or dropped as many tombstones,
+    # The look found PRODUCERS_EXPIRED_PER_PASS idle producers, or dropped as many forgotten ones,
     # its most: more may be waiting.
     limit_reached: bool
-    tombstones_dropped: int = 0  # tombstones of producers forgotten PRODUCER_TOMBSTONE_EXPIRATIONS ago
+    forgotten_dropped: int = 0  # rows of producers forgotten FORGOTTEN_PRODUCER_EXPIRATIONS ago (forgotten_producers)
 
 
 class ProducerExpiry:
@@ -76,7 +77,7 @@ class ProducerExpiry:
         PRODUCERS_EXPIRED_PER_PASS, read outside a transaction, then in write transactions of
         EXPIRY_CHUNK_PRODUCERS each, which lock their rows and look at their last use again
         (a producer used meanwhile is kept); then drop at most PRODUCERS_EXPIRED_PER_PASS
-        tombstones of producers forgotten PRODUCER_TOMBSTONE_EXPIRATIONS expirations before
+        rows of forgotten_producers, of producers forgotten FORGOTTEN_PRODUCER_EXPIRATIONS expirations before
         `now_ms`, in a write transaction of their own. Not durable, as group expiry's
         deletions: one lost in a crash is made again by the next pass."""
         expiration = self.settings.producer_id_expiration_ms
@@ -92,11 +93,11 @@ class ProducerExpiry:
                                                           now_ms)
                 after_commit(conn, partial(metrics.PRODUCER_IDS_EXPIRED.inc, len(deleted)))
             expired += len(deleted)
-        forgotten_before = now_ms - PRODUCER_TOMBSTONE_EXPIRATIONS * expiration
+        forgotten_before = now_ms - FORGOTTEN_PRODUCER_EXPIRATIONS * expiration
         dropped = 0
-        # Below 0 no tombstone is that old, and the bound would not fit a BIGINT (an expiration
+        # Below 0 no forgotten producer is that old, and the bound would not fit a BIGINT (an expiration
         # may be 2^62).
         if forgotten_before > 0:
             with self.db.write(durable=False) as conn:
-                dropped = producers.drop_producer_tombstones(conn, forgotten_before, PRODUCERS_EXPIRED_PER_PASS)
+                dropped = producers.drop_forgotten_producers(conn, forgotten_before, PRODUCERS_EXPIRED_PER_PASS)
         return ProducerIdExpiry(expired, max(len(candidates), dropped) >= PRODUCERS_EXPIRED_PER_PASS, dropped)

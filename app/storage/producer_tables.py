@@ -30,18 +30,19 @@ producers = Table(
     Column("taken_back_ms", BigInteger, nullable=True),
 )
 
-# What producer expiry keeps of a forgotten producer that had a holder (migration 0046): its
-# holder, so that while the tombstone lives no other principal takes the id back
+# What producer expiry keeps of a forgotten producer that had a holder (migration 0046, renamed
+# from producer_tombstones by 0047): its holder, so that while this row lives no other principal
+# takes the id back
 # (storage.producers.take_back_producer); dropped once the producer has been forgotten for
-# PRODUCER_TOMBSTONE_EXPIRATIONS expirations (app.services.producer_expiry).
-producer_tombstones = Table(
-    "producer_tombstones",
+# FORGOTTEN_PRODUCER_EXPIRATIONS expirations (app.services.producer_expiry).
+forgotten_producers = Table(
+    "forgotten_producers",
     metadata,
     Column("producer_id", BigInteger, primary_key=True, autoincrement=False),
     Column("principal", String(255), nullable=False),
     # When producer expiry last forgot the id; the chore drops the oldest first, by this index.
     Column("forgotten_ms", BigInteger, nullable=False),
-    Index("ix_producer_tombstones_forgotten_ms", "forgotten_ms"),
+    Index("ix_forgotten_producers_forgotten_ms", "forgotten_ms"),
 )
 
 # Per (producer, partition): the idempotence state (docs/GUARANTEES.md#no-duplicates).

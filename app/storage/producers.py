@@ -10,8 +10,8 @@ from app.storage import dialect
 from app.storage.dialect import RowLock
 from app.storage.tables import (
     counters,
+    forgotten_producers,
     producer_partitions,
-    producer_tombstones,
     producers,
     transaction_partitions,
     transactions,
@@ -76,7 +76,7 @@ def take_back_producer(conn: Connection, producer_id: int, producer_epoch: int, 
     (LogService.send): at `producer_epoch`, held by `principal`, made now (so expiry keeps it
     for a whole expiration), and marked taken back (taken_back_ms: where it has no sequence
     state, its batches come at any sequence). False for an id never handed out, which stays
-    unknown. UnknownProducerId where the id's tombstone (delete_idle_producers) names another
+    unknown. UnknownProducerId where the id's row of forgotten_producers (delete_idle_producers) names another
     holder, as a live row held by another is answered (require_holder): the row made here is
     rolled back with the caller's transaction, and nothing tells the id from one never handed
     out. InvalidProducerEpoch for an epoch no producer can have (check_producer_epoch).
@@ -87,11 +87,11 @@ def take_back_producer(conn: Connection, producer_id: int, producer_epoch: int, 
     and inserts after it. The caller's Send then judges its batches against the row it finds,
     whoever made it (check_idempotent_use), as any Send does.
 
-    The tombstone is read after the insert, by a statement of its own: on PostgreSQL's READ
-    COMMITTED its snapshot is taken once the insert no longer waits, so it has the tombstone of
+    The forgotten_producers row is read after the insert, by a statement of its own: on
+    PostgreSQL's READ COMMITTED its snapshot is taken once the insert no longer waits, so it has the row of
     an expiry whose deletion the insert waited for (read before, it would miss it, and a
     stranger would take the id its holder just lost). On SQLite this transaction is the only
-    writer. The tombstone stays while the row lives: the row is what a Send reads, and the
+    writer. The forgotten_producers row stays while the producer's row lives: the row is what a Send reads, and the
     next expiry of the id writes it anew."""
     issued = conn.execute(select(counters.c.value).where(counters.c.name == PRODUCER_ID_COUNTER)).scalar_one()
     if not 0 < producer_id <= issued:
@@ -100,8 +100,8 @@ def take_back_producer(conn: Connection, producer_id: int, producer_epoch: int, 
     conn.execute(dialect.insert_ignore(conn, producers).values(
         producer_id=producer_id, producer_epoch=producer_epoch, transactional_id=None, principal=principal,
         created_ms=now_ms, taken_back_ms=now_ms))
-    holder = conn.execute(select(producer_tombstones.c.principal)
-                          .where(producer_tombstones.c.producer_id == producer_id)).scalar_one_or_none()
+    holder = conn.execute(select(forgotten_producers.c.principal)
+                          .where(forgotten_producers.c.producer_id == producer_id)).scalar_one_or_none()
     if holder is not None:
         require_holder(producer_id, holder, principal)
     return True
@@ -244,7 +244,7 @@ def idle_producers(conn: Connection, used_before: int, limit: int) -> list[int]:
 def delete_idle_producers(conn: Connection, producer_ids: list[int], used_before: int, now_ms: int) -> list[int]:
     """Delete those of `producer_ids` still idle (idle_producers' rule) with their sequence state
     in every partition; the ids deleted. Each deleted producer that had a holder leaves its
-    tombstone, forgotten now: its holder alone may take the id back while it lives
+    row of forgotten_producers, forgotten now: its holder alone may take the id back while it lives
     (take_back_producer; one left by an earlier expiry of the id is written anew). Their rows are locked first, in one statement that
     skips the ones another transaction holds (on PostgreSQL an idempotent Send under way holds
     its producer's row FOR KEY SHARE, sequence_state._PRODUCER_HOLDS: that producer is in use,
@@ -268,29 +268,29 @@ def delete_idle_producers(conn: Connection, producer_ids: list[int], used_before
     held = [{"producer_id": producer_id, "principal": principal, "forgotten_ms": now_ms}
             for producer_id, principal in rows if principal is not None]
     if held:
-        conn.execute(dialect.upsert(conn, producer_tombstones, ("principal", "forgotten_ms")), held)
+        conn.execute(dialect.upsert(conn, forgotten_producers, ("principal", "forgotten_ms")), held)
     return deleted
 
 
-_OLDEST_TOMBSTONES = (
-    select(producer_tombstones.c.producer_id)
-    .where(producer_tombstones.c.forgotten_ms < bindparam("forgotten_before"))
-    .order_by(producer_tombstones.c.forgotten_ms).limit(bindparam("limit"))
+_OLDEST_FORGOTTEN = (
+    select(forgotten_producers.c.producer_id)
+    .where(forgotten_producers.c.forgotten_ms < bindparam("forgotten_before"))
+    .order_by(forgotten_producers.c.forgotten_ms).limit(bindparam("limit"))
 )
 
 
-def drop_producer_tombstones(conn: Connection, forgotten_before: int, limit: int) -> int:
-    """Delete the tombstones (delete_idle_producers) of ids forgotten before `forgotten_before`,
-    at most `limit`, the oldest first; how many. A take-back racing it either read the
-    tombstone first (and was judged by it) or finds none, as for an id forgotten before
-    tombstones were kept.
+def drop_forgotten_producers(conn: Connection, forgotten_before: int, limit: int) -> int:
+    """Delete the rows of forgotten_producers (delete_idle_producers) of ids forgotten before
+    `forgotten_before`, at most `limit`, the oldest first; how many. A take-back racing it either
+    read the row first (and was judged by it) or finds none, as for an id forgotten before such
+    rows were kept.
 
     The age is tested on the deleted row itself as well as in the subquery that picks the
     oldest: on PostgreSQL a DELETE that waited for a row's lock (an expiry forgetting the id
-    again, which writes its tombstone anew) tests the row's own conditions again once it
-    holds it, but not the subquery's, whose snapshot is older; without it the tombstone just
+    again, which writes its row anew) tests the row's own conditions again once it
+    holds it, but not the subquery's, whose snapshot is older; without it the row just
     written went, and another principal could take the id its holder had just lost."""
-    return conn.execute(delete(producer_tombstones).where(
-        producer_tombstones.c.producer_id.in_(_OLDEST_TOMBSTONES),
-        producer_tombstones.c.forgotten_ms < bindparam("forgotten_before")),
+    return conn.execute(delete(forgotten_producers).where(
+        forgotten_producers.c.producer_id.in_(_OLDEST_FORGOTTEN),
+        forgotten_producers.c.forgotten_ms < bindparam("forgotten_before")),
         {"forgotten_before": forgotten_before, "limit": limit}).rowcount

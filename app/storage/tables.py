@@ -41,15 +41,15 @@ from app.domain.offsets import ReadOrder
 from app.domain.topic_names import TOPIC_NAME_MAX_LENGTH
 from app.domain.transaction import STORED_STATES
 from app.domain.types import CleanupPolicy, ControlType, Durability, RecordState, TransactionVersion, ValueFormat
-from app.storage.producer_tables import producer_partitions, producer_tombstones, producers
+from app.storage.producer_tables import forgotten_producers, producer_partitions, producers
 from app.storage.table_metadata import metadata
 
 # The whole schema, this module's tables with the producer tables (app.storage.producer_tables)
 # and the MetaData they are all defined on (app.storage.table_metadata).
 __all__ = [
     "acls", "api_keys", "cleaner_leases", "consumer_groups", "counters", "deleted_topics", "Flag",
-    "group_members", "group_offsets", "metadata", "offset_writes", "OffsetMetadataText", "one_of",
-    "partitions", "producer_partitions", "producer_tombstones", "producers", "record_batches",
+    "forgotten_producers", "group_members", "group_offsets", "metadata", "offset_writes", "OffsetMetadataText",
+    "one_of", "partitions", "producer_partitions", "producers", "record_batches",
     "RECORD_LEAF", "record_leaf", "record_leaf_pattern", "record_message_ids", "records", "topics",
     "transaction_offsets", "transaction_partitions", "transactions", "txn_ids",
 ]

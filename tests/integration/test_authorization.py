@@ -1132,7 +1132,7 @@ def test_a_forgotten_producer_id_is_taken_back_only_by_a_send_the_principal_may_
     assert (taken.status_code, taken.json()["results"][0]["base_offset"]) == (200, 2), taken.text
 
 
-def test_a_forgotten_producer_id_is_taken_back_by_its_holder_alone_while_its_tombstone_lives(
+def test_a_forgotten_producer_id_is_taken_back_by_its_holder_alone_while_expiry_keeps_its_holder(
         world: World, clock: Any) -> None:
     # Another principal allowed to write the same topic is answered as for an id never handed
     # out, and makes nothing; the holder's next Send takes its id back as before.

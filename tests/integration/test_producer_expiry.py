@@ -19,10 +19,10 @@ from app.domain.records import RecordToAppend
 from app.domain.types import MAX_PRODUCER_EPOCH
 from app.services import producer_expiry
 from app.services.log_service import SendBatch
-from app.services.producer_expiry import PRODUCER_EXPIRY_CHECK_INTERVAL_MS, PRODUCER_TOMBSTONE_EXPIRATIONS, ProducerIdExpiry
+from app.services.producer_expiry import FORGOTTEN_PRODUCER_EXPIRATIONS, PRODUCER_EXPIRY_CHECK_INTERVAL_MS, ProducerIdExpiry
 from app.settings import Settings
 from app.storage.producers import create_producer
-from app.storage.tables import producer_partitions, producer_tombstones, producers, transactions
+from app.storage.tables import forgotten_producers, producer_partitions, producers, transactions
 from app.worker.chore import ChoreConfig
 from app.worker.producer_expiry import ProducerExpiryPass, ProducerExpiryWorker
 from tests.helpers import init_producer
@@ -426,7 +426,7 @@ def test_a_pass_forgets_at_most_its_bound_in_chunks_and_says_more_may_wait(  # t
     clock.advance(EXPIRATION_MS + 1)
 
     assert services.producer_expiry.expire(clock()) == ProducerIdExpiry(5, True)
-    # Three chunks, and the drop of old tombstones.
+    # Three chunks, and the drop of old rows of forgotten_producers.
     assert (_producer_rows(services), len(transactions_seen)) == ([(ids[5], None), (ids[6], None)], 4)
     assert services.producer_expiry.expire(clock()) == ProducerIdExpiry(2, False)
     assert _producer_rows(services) == []
@@ -504,21 +504,21 @@ def _send_as(services: Services, producer: Any, principal: str, base_sequence: i
     return result
 
 
-def _tombstones(services: Services) -> list[tuple[int, str, int]]:
+def _forgotten(services: Services) -> list[tuple[int, str, int]]:
     with services.db.read() as conn:
         return [tuple(r) for r in conn.execute(select(  # type: ignore[misc]
-            producer_tombstones.c.producer_id, producer_tombstones.c.principal, producer_tombstones.c.forgotten_ms)
-            .order_by(producer_tombstones.c.producer_id))]
+            forgotten_producers.c.producer_id, forgotten_producers.c.principal, forgotten_producers.c.forgotten_ms)
+            .order_by(forgotten_producers.c.producer_id))]
 
 
-def test_a_forgotten_producer_s_tombstone_keeps_its_id_from_another_principal_and_lets_its_holder_take_it_back(  # type: ignore[no-untyped-def]
+def test_a_forgotten_producer_s_row_of_forgotten_producers_keeps_its_id_from_another_principal_and_lets_its_holder_take_it_back(  # type: ignore[no-untyped-def]
         services, clock) -> None:
     services.topics.create("t", 1)
     p = services.coordinator.init_producer_id(transactional_id=None, transaction_timeout_ms=None, principal="User:alice")
     _send_as(services, p, "User:alice", 0, "a")
     clock.advance(EXPIRATION_MS + 1)
     assert services.producer_expiry.expire(clock()).expired == 1
-    assert _tombstones(services) == [(p.producer_id, "User:alice", clock())]
+    assert _forgotten(services) == [(p.producer_id, "User:alice", clock())]
 
     # Answered as an id never handed out, and nothing is made or written.
     with pytest.raises(UnknownProducerId, match=f"^unknown producer id {p.producer_id}; call InitProducerId$"):
@@ -532,25 +532,25 @@ def test_a_forgotten_producer_s_tombstone_keeps_its_id_from_another_principal_an
     assert _producer_row(services, p.producer_id) == (p.producer_epoch, None, "User:alice", clock())
     with pytest.raises(UnknownProducerId):  # the live row's holder rule, as ever
         _send_as(services, p, "User:mallory", 2, "stolen")
-    # Forgotten again: its tombstone is written anew, at this expiry.
+    # Forgotten again: its row of forgotten_producers is written anew, at this expiry.
     clock.advance(EXPIRATION_MS + 1)
     assert services.producer_expiry.expire(clock()).expired == 1
-    assert _tombstones(services) == [(p.producer_id, "User:alice", clock())]
+    assert _forgotten(services) == [(p.producer_id, "User:alice", clock())]
     with pytest.raises(UnknownProducerId):
         _send_as(services, p, "User:mallory", 2, "stolen")
 
 
-def test_a_producer_the_service_made_without_a_holder_leaves_no_tombstone(services, clock) -> None:  # type: ignore[no-untyped-def]
+def test_a_producer_the_service_made_without_a_holder_leaves_no_row_of_forgotten_producers(services, clock) -> None:  # type: ignore[no-untyped-def]
     services.topics.create("t", 1)
     with services.db.write() as conn:
         create_producer(conn, transactional_id=None, now_ms=clock(), principal=None)
     clock.advance(EXPIRATION_MS + 1)
 
     assert services.producer_expiry.expire(clock()).expired == 1
-    assert _tombstones(services) == []
+    assert _forgotten(services) == []
 
 
-def test_a_tombstone_lives_its_expirations_then_the_chore_drops_it_and_the_id_goes_to_whoever_sends_first(  # type: ignore[no-untyped-def]
+def test_a_row_of_forgotten_producers_lives_its_expirations_then_the_chore_drops_it_and_the_id_goes_to_whoever_sends_first(  # type: ignore[no-untyped-def]
         services, clock) -> None:
     services.topics.create("t", 1)
     p = services.coordinator.init_producer_id(transactional_id=None, transaction_timeout_ms=None, principal="User:alice")
@@ -558,33 +558,33 @@ def test_a_tombstone_lives_its_expirations_then_the_chore_drops_it_and_the_id_go
     services.producer_expiry.expire(clock())
     forgotten_ms = clock()
 
-    clock.advance(PRODUCER_TOMBSTONE_EXPIRATIONS * EXPIRATION_MS)  # its last moment
+    clock.advance(FORGOTTEN_PRODUCER_EXPIRATIONS * EXPIRATION_MS)  # its last moment
     assert services.producer_expiry.expire(clock()) == ProducerIdExpiry(0, False, 0)
     with pytest.raises(UnknownProducerId):
         _send_as(services, p, "User:mallory", 0)
     clock.advance(1)
     assert services.producer_expiry.expire(clock()) == ProducerIdExpiry(0, False, 1)
-    assert _tombstones(services) == []
-    assert clock() - forgotten_ms == PRODUCER_TOMBSTONE_EXPIRATIONS * EXPIRATION_MS + 1
+    assert _forgotten(services) == []
+    assert clock() - forgotten_ms == FORGOTTEN_PRODUCER_EXPIRATIONS * EXPIRATION_MS + 1
 
     # The accepted risk past it (README): the id is taken back by whoever sends with it first.
     assert _send_as(services, p, "User:mallory", 0).base_offset == 0
     assert _producer_row(services, p.producer_id)[2] == "User:mallory"  # type: ignore[index]
 
 
-def test_a_tombstone_s_lifetime_follows_the_expiration_setting(settings, database, clock) -> None:  # type: ignore[no-untyped-def]
+def test_the_lifetime_of_a_row_of_forgotten_producers_follows_the_expiration_setting(settings, database, clock) -> None:  # type: ignore[no-untyped-def]
     services = Services.build(settings.model_copy(update={"producer_id_expiration_ms": 1_000}), database, clock)
     services.coordinator.init_producer_id(transactional_id=None, transaction_timeout_ms=None, principal="User:alice")
     clock.advance(1_001)
     services.producer_expiry.expire(clock())
-    clock.advance(PRODUCER_TOMBSTONE_EXPIRATIONS * 1_000)
-    assert services.producer_expiry.expire(clock()).tombstones_dropped == 0
+    clock.advance(FORGOTTEN_PRODUCER_EXPIRATIONS * 1_000)
+    assert services.producer_expiry.expire(clock()).forgotten_dropped == 0
     clock.advance(1)
 
-    assert services.producer_expiry.expire(clock()).tombstones_dropped == 1
+    assert services.producer_expiry.expire(clock()).forgotten_dropped == 1
 
 
-def test_a_pass_drops_at_most_its_bound_of_tombstones_oldest_first_and_says_more_may_wait(  # type: ignore[no-untyped-def]
+def test_a_pass_drops_at_most_its_bound_of_forgotten_producers_oldest_first_and_says_more_may_wait(  # type: ignore[no-untyped-def]
         services, clock, monkeypatch) -> None:
     monkeypatch.setattr(producer_expiry, "PRODUCERS_EXPIRED_PER_PASS", 2)
     ids = []
@@ -593,11 +593,11 @@ def test_a_pass_drops_at_most_its_bound_of_tombstones_oldest_first_and_says_more
                                                          principal="User:alice").producer_id)
         clock.advance(EXPIRATION_MS + 1)
         services.producer_expiry.expire(clock())  # one forgotten a pass: three forgotten times
-    assert [t[0] for t in _tombstones(services)] == ids
-    clock.advance(PRODUCER_TOMBSTONE_EXPIRATIONS * EXPIRATION_MS)
+    assert [t[0] for t in _forgotten(services)] == ids
+    clock.advance(FORGOTTEN_PRODUCER_EXPIRATIONS * EXPIRATION_MS)
 
     assert services.producer_expiry.expire(clock()) == ProducerIdExpiry(0, True, 2)
-    assert [t[0] for t in _tombstones(services)] == [ids[2]]
+    assert [t[0] for t in _forgotten(services)] == [ids[2]]
     assert services.producer_expiry.expire(clock()) == ProducerIdExpiry(0, False, 0)  # the last one: not yet
     clock.advance(2 * EXPIRATION_MS)
     assert services.producer_expiry.expire(clock()) == ProducerIdExpiry(0, False, 1)

@@ -349,10 +349,10 @@ def test_a_take_back_that_comes_while_the_expiry_deletes_the_row_waits_and_makes
 
 def test_another_principal_s_take_back_that_comes_while_the_expiry_deletes_the_row_is_refused(  # type: ignore[no-untyped-def]
         services, database, clock, monkeypatch) -> None:
-    # The expiry has deleted the row and written its tombstone, uncommitted, as another
-    # principal's Send comes: it waits for the deletion (PostgreSQL: its hold on the row;
-    # SQLite: the write lock), finds the row gone, and its take-back finds the tombstone the
-    # deletion committed with it: refused, nothing made.
+    # The expiry has deleted the row and written its row of forgotten_producers, uncommitted, as
+    # another principal's Send comes: it waits for the deletion (PostgreSQL: its hold on the row;
+    # SQLite: the write lock), finds the row gone, and its take-back finds the forgotten_producers
+    # row the deletion committed with it: refused, nothing made.
     services.topics.create("t", 1)
     p = services.coordinator.init_producer_id(transactional_id=None, transaction_timeout_ms=None, principal="User:alice")
     clock.advance(EXPIRATION_MS + 1)
@@ -382,17 +382,18 @@ def test_another_principal_s_take_back_that_comes_while_the_expiry_deletes_the_r
     assert taken.base_offset == 0
 
 
-def test_a_tombstone_written_anew_while_the_drop_of_old_ones_waits_for_it_stays(services, database, clock) -> None:  # type: ignore[no-untyped-def]
-    # The id's old tombstone is due to go; an expiry forgets the id again and writes its
-    # tombstone anew, uncommitted, as the drop of old tombstones comes and waits for that row
-    # (PostgreSQL: its lock; SQLite: the write lock). Once the expiry commits, the tombstone is
-    # a new one, and stays.
-    from app.storage.producers import delete_idle_producers, drop_producer_tombstones
-    from app.storage.tables import producer_tombstones
+def test_a_forgotten_producer_row_written_anew_while_the_drop_of_old_ones_waits_for_it_stays(  # type: ignore[no-untyped-def]
+        services, database, clock) -> None:
+    # The id's old row of forgotten_producers is due to go; an expiry forgets the id again and
+    # writes its row anew, uncommitted, as the drop of old rows comes and waits for that row
+    # (PostgreSQL: its lock; SQLite: the write lock). Once the expiry commits, the row is a new
+    # one, and stays.
+    from app.storage.producers import delete_idle_producers, drop_forgotten_producers
+    from app.storage.tables import forgotten_producers
 
     p = services.coordinator.init_producer_id(transactional_id=None, transaction_timeout_ms=None, principal="User:alice")
     with services.db.write() as conn:
-        conn.execute(producer_tombstones.insert().values(producer_id=p.producer_id, principal="User:alice",
+        conn.execute(forgotten_producers.insert().values(producer_id=p.producer_id, principal="User:alice",
                                                          forgotten_ms=1))
     clock.advance(8 * EXPIRATION_MS)
     now = clock()
@@ -402,7 +403,7 @@ def test_a_tombstone_written_anew_while_the_drop_of_old_ones_waits_for_it_stays(
 
             def drop() -> int:
                 with services.db.write() as conn:
-                    return drop_producer_tombstones(conn, now - 7 * EXPIRATION_MS, 1_000)
+                    return drop_forgotten_producers(conn, now - 7 * EXPIRATION_MS, 1_000)
 
             dropper = _Thread(drop)
             dropper.start()
@@ -412,5 +413,5 @@ def test_a_tombstone_written_anew_while_the_drop_of_old_ones_waits_for_it_stays(
 
     assert (dropper.error, dropper.result) == (None, 0)
     with services.db.read() as conn:
-        assert conn.execute(select(producer_tombstones.c.producer_id, producer_tombstones.c.principal,
-                                   producer_tombstones.c.forgotten_ms)).all() == [(p.producer_id, "User:alice", now)]
+        assert conn.execute(select(forgotten_producers.c.producer_id, forgotten_producers.c.principal,
+                                   forgotten_producers.c.forgotten_ms)).all() == [(p.producer_id, "User:alice", now)]

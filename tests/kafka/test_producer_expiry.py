@@ -113,7 +113,7 @@ def secured(db_url: str, clock: Any) -> Iterator[Secured]:
 def test_another_principal_s_produce_with_a_forgotten_id_is_answered_unknown_producer_id(
         secured: Secured, clock: Any) -> None:
     # alice's producer is forgotten; bob, who may write the same topic, is answered as for an id
-    # never handed out while its tombstone lives, and alice takes it back as before.
+    # never handed out while its row of forgotten_producers lives, and alice takes it back as before.
     for who in ("User:alice", "User:bob"):
         secured.grant(who, "topic", "orders", "write")
     services = secured.client.app.state.services
