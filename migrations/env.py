@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from contextlib import nullcontext
+from logging.config import fileConfig
 
 from alembic import context
 
@@ -12,6 +13,11 @@ from app.storage.migrate import one_migrator_at_a_time
 from app.storage.tables import metadata
 
 config = context.config
+if config.config_file_name is not None:
+    # The alembic command line: alembic.ini's logging, so that `alembic upgrade head` names each
+    # migration it runs (`outbox migrate` has no file and reports the steps itself). The
+    # service's loggers, created by the imports above, stay enabled.
+    fileConfig(config.config_file_name, disable_existing_loggers=False)
 if config.config_file_name is not None and os.environ.get("OUTBOX_DATABASE_URL"):
     # The alembic command line, pointed at the service's database by the same setting.
     config.set_main_option("sqlalchemy.url", os.environ["OUTBOX_DATABASE_URL"].replace("%", "%%"))

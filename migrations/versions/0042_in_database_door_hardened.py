@@ -1,6 +1,6 @@
 """outbox.append, outbox.publish_pending and outbox.check_topic_config hardened against their
 callers (sql/0042_appender.postgresql.sql, sql/0042_publish_pending.postgresql.sql,
-sql/0042_check_topic_config.postgresql.sql):
+sql/0042_check_topic_config.postgresql.sql). What changes:
 
 - Their search_path is `pg_catalog, pg_temp`, no longer holding the log's schema. outbox.append
   and publish_pending run as their owner (SECURITY DEFINER) for any role granted appending; with

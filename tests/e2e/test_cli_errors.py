@@ -477,6 +477,20 @@ def test_migrate_reports_each_migration_it_applied_and_nothing_from_alembic(empt
     assert (again.stdout, again.stderr) == (f"database at {HEAD}\n", "")
 
 
+def test_the_alembic_command_line_names_each_migration_it_runs(empty_database: str) -> None:
+    """`alembic upgrade head` from the repository root, as an operator runs it: alembic.ini's
+    logging acts (migrations/env.py reads it), so each step is named, not a silent exit."""
+    alembic = Path(sys.executable).with_name("alembic")
+    env = {**os.environ, "OUTBOX_DATABASE_URL": empty_database}
+    done = subprocess.run([str(alembic), "upgrade", "head"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert [line.split(", ")[0].split("] ")[1] for line in done.stderr.splitlines() if "Running upgrade" in line] == [
+        f"Running upgrade {older or ''} -> {newer}" for older, newer in zip([None, *REVISIONS], REVISIONS)
+    ]
+    assert revision(empty_database) == HEAD
+
+
 def test_migrate_to_an_older_revision_refuses_without_downgrade(migrated: str, cli: Run) -> None:
     line = one_error_line(cli(migrated, "migrate", PREVIOUS), 2)  # a mistake in the command line
     assert line.startswith(f"the database is at {HEAD}, newer than {PREVIOUS}: moving it there is a downgrade")
