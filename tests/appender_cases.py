@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.domain.records import MAX_MESSAGE_ID_LENGTH
+from app.domain.records import MAX_MESSAGE_ID_LENGTH, MAX_TIMESTAMP_MS
 
 # The appenders, by name (tests/integration/test_appenders.py builds each).
 SEND = "send"  # POST /v1/records
@@ -172,6 +172,11 @@ CASES = [
          stored=(Stored(1, "1", headers='{"b":"1","a":"é"}'),)),
     Case("header texts keep their escapes", (Record(1, headers={"h": 'q"\\\n\x01\x7f/'}),),
          stored=(Stored(1, "1", headers='{"h":"q\\"\\\\\\n\\u0001\x7f/"}'),)),
+    # Headers given as JSON null are no headers, as a value given as JSON null is a Send's null:
+    # stored NULL (a Send's {"headers": null}, outbox.append's 'null'::json). The Python API's
+    # None and a Kafka record's empty list are no headers already.
+    Case("headers given as JSON null are no headers", (Record(1, headers=JsonText("null")),),  # type: ignore[arg-type]
+         stored=(Stored(1, "1"),), appenders=(SEND, SQL)),
     # A Kafka record's headers are a list, which has no null: no headers and none are one.
     Case("empty headers are stored as {}", (Record(1, headers={}),), stored=(Stored(1, "1", headers="{}"),),
          appenders=(SEND, PYTHON, SQL)),
@@ -285,9 +290,21 @@ CASES = [
     Case("a NUL in a header name", (Record(1, headers={"\x00": "a"}),), error="INVALID_REQUEST"),
     Case("a NUL in a key", (Record(1, key="a\x00"),), error="INVALID_REQUEST", appenders=(SEND, PYTHON, KAFKA)),
     Case("a lone surrogate in a key", (Record(1, key="k\ud800"),), error="INVALID_REQUEST", appenders=(SEND, PYTHON, KAFKA)),
-    # A timestamp is 0 to 2**63 - 1 (app.domain.records.check_timestamp). Kafka's broker
-    # answers one it will not take INVALID_TIMESTAMP; -1 is its NO_TIMESTAMP, a record without
-    # one, which takes the append time as a Send's record without one does.
+    # A timestamp is 0 to MAX_TIMESTAMP_MS, 9999-12-31T23:59:59.999Z, the last instant every
+    # reader represents (app.domain.records.check_timestamp): one past it made every Spark read
+    # of its partition fail. Kafka's broker answers one it will not take INVALID_TIMESTAMP; -1 is
+    # its NO_TIMESTAMP, a record without one, which takes the append time as a Send's record
+    # without one does.
+    Case("a timestamp of 0 is stored", (Record(1, timestamp_ms=0),), stored=(Stored(1, "1", timestamp_ms=0),)),
+    Case("a timestamp of 9999-12-31T23:59:59.999Z is stored", (Record(1, timestamp_ms=MAX_TIMESTAMP_MS),),
+         stored=(Stored(1, "1", timestamp_ms=253_402_300_799_999),)),
+    Case("a timestamp past 9999-12-31T23:59:59.999Z", (Record(1, timestamp_ms=MAX_TIMESTAMP_MS + 1),),
+         error="INVALID_REQUEST", kafka_error="INVALID_TIMESTAMP"),
+    Case("a timestamp of 2**63 - 1", (Record(1, timestamp_ms=2**63 - 1),), error="INVALID_REQUEST",
+         kafka_error="INVALID_TIMESTAMP"),
+    Case("a refused timestamp refuses the append's earlier records too",
+         (Record("ok"), Record(1, timestamp_ms=MAX_TIMESTAMP_MS + 1)), error="INVALID_REQUEST",
+         kafka_error="INVALID_TIMESTAMP"),
     Case("a negative timestamp", (Record(1, timestamp_ms=-2),), error="INVALID_REQUEST",
          kafka_error="INVALID_TIMESTAMP"),
     Case("a timestamp of -1", (Record(1, timestamp_ms=-1),), error="INVALID_REQUEST", appenders=(SEND, PYTHON, SQL)),

@@ -63,7 +63,8 @@ class InvalidRecord(OutboxError):
 
 
 class InvalidTimestamp(InvalidRecord):
-    """A produced record's timestamp is out of the range a record may have (0 to 2**63 - 1), or
+    """A produced record's timestamp is out of the range a record may have (0 to
+    9999-12-31T23:59:59.999Z, app.domain.records.MAX_TIMESTAMP_MS), or
     a produced batch says its timestamps are the log append time (the broker's to set): Kafka's
     answer for either. A Send's record is refused INVALID_REQUEST for it, by its schema."""
 

@@ -18,6 +18,7 @@ from app.domain.log_cleaning import record_sizes
 from app.domain.record_formats import header_list_json, sized_batch
 from app.domain.records import (
     MAX_DEPTH,
+    MAX_TIMESTAMP_MS,
     NULL_TEXT,
     RecordColumns,
     RecordToAppend,
@@ -28,7 +29,7 @@ from app.domain.records import (
     joined_texts,
     json_value_bytes,
 )
-from app.domain.types import MAX_INT64, ValueFormat
+from app.domain.types import ValueFormat
 
 KafkaHeaders = Sequence[tuple[str, bytes | None]]
 
@@ -156,7 +157,7 @@ _Columns = tuple[Sequence[Any], Sequence[Any], Sequence[str | None], list[int]]
 
 def _timestamps_in_range(timestamps: Sequence[int]) -> bool:
     return not timestamps or (set(map(type, timestamps)) == {int} and min(timestamps) >= 0
-                              and max(timestamps) <= MAX_INT64)
+                              and max(timestamps) <= MAX_TIMESTAMP_MS)
 
 
 def _header_texts(headers: Sequence[KafkaHeaders], where: str, one: Any) -> list[str | None]:

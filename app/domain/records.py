@@ -20,6 +20,9 @@ raising the domain error a Send answers:
 - a value nests at most MAX_DEPTH levels, so that any JSON parser reads a Fetch back (Python's
   own gives up at about 1,000 levels, counting the response's own). Only a value longer than
   2 * MAX_DEPTH bytes with more brackets than MAX_DEPTH can be that deep;
+- a timestamp_ms is 0 to MAX_TIMESTAMP_MS, 9999-12-31T23:59:59.999Z (check_timestamp): the
+  last instant every reader of a record represents (Spark's timestamp, Python's datetime), so
+  that no record a door takes makes its partition unreadable to one of them;
 - at most OUTBOX_MAX_RECORDS_PER_REQUEST records in one Send.
 
 That is a JSON topic's record. A topic's value_format (app.domain.types.ValueFormat,
@@ -42,9 +45,18 @@ import orjson
 from app.domain.errors import InvalidRequest, RecordListTooLarge
 from app.domain.log_cleaning import record_sizes
 from app.domain.topic_names import check_topic_address
-from app.domain.types import MAX_INT32, MAX_INT64, ValueFormat
+from app.domain.types import MAX_INT32, ValueFormat
 
 MAX_DEPTH = 254
+# The last timestamp_ms a record may have: 9999-12-31T23:59:59.999Z, the last instant of Spark's
+# timestamp and of Python's datetime. Past it Spark's readers cannot make the record's timestamp
+# (the data source's Arrow cast overflows from 2**63 microseconds on, the JDBC read's
+# timestamp_millis with DATETIME_OVERFLOW; a collect() of a year past 9999 fails in Python), and
+# one such record made every Spark read of its partition fail. Every door derives its bound from
+# this one: a Send's schema (app.api.schemas.records), the Python API (check_timestamp), the
+# Kafka door (app.domain.kafka_records, INVALID_TIMESTAMP) and outbox.append
+# (app/storage/sql/appender.postgresql.sql, which holds the number itself).
+MAX_TIMESTAMP_MS = 253_402_300_799_999
 
 # The text a null value is stored as, in a JSON topic (every door writes it so).
 NULL_TEXT = "null"
@@ -202,8 +214,10 @@ def check_headers(headers: Any, what: str) -> None:
 
 
 def check_timestamp(timestamp_ms: Any, what: str) -> None:
-    if type(timestamp_ms) is not int or not 0 <= timestamp_ms <= MAX_INT64:
-        raise InvalidRequest(f"{what}: timestamp_ms must be an integer from 0 to {MAX_INT64}, not {timestamp_ms!r}")
+    """A record's timestamp_ms: an integer from 0 to MAX_TIMESTAMP_MS (9999-12-31T23:59:59.999Z)."""
+    if type(timestamp_ms) is not int or not 0 <= timestamp_ms <= MAX_TIMESTAMP_MS:
+        raise InvalidRequest(f"{what}: timestamp_ms must be an integer from 0 to {MAX_TIMESTAMP_MS} "
+                             f"(9999-12-31T23:59:59.999Z), not {timestamp_ms!r}")
 
 
 def json_value_bytes(raw: bytes) -> bytes:

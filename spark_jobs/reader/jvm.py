@@ -48,7 +48,7 @@ from spark_jobs.jars import DRIVERS
 from spark_jobs.reader.batch import schema_ddl
 from spark_jobs.reader.options import Database, SourceOptions
 from spark_jobs.reader.planning import Split
-from spark_jobs.reader.statement import split_predicate
+from spark_jobs.reader.statement import LAST_TIMESTAMP_MS, TIMESTAMP_PAST_READERS, split_predicate
 
 READERS = ("auto", "jvm", "python")
 # Options only the Python data source's tasks act on: given, `auto` reads with it, and `jvm`
@@ -257,8 +257,7 @@ def record_columns(stored: Any, options: SourceOptions) -> Any:
     their JSON; with headersFormat=json the headers are the stored text as it is."""
     from pyspark.sql import functions as F
 
-    columns: list[Any] = ["topic", "partition", "offset", "commit_position",
-                          F.timestamp_millis(STORED_AS["timestamp"]).alias("timestamp"), "key"]
+    columns: list[Any] = ["topic", "partition", "offset", "commit_position", timestamp_column().alias("timestamp"), "key"]
     if options.value_schema:
         # In a projection of its own: the JSON is parsed once, then its fields are read twice
         # (Spark does not merge a projection into the next when that would repeat from_json).
@@ -271,6 +270,20 @@ def record_columns(stored: Any, options: SourceOptions) -> Any:
     if options.include_headers:
         columns.append(parsed_headers("headers") if options.headers_format is HeadersFormat.MAP else "headers")
     return stored.select(*columns)
+
+
+def timestamp_column() -> Any:
+    """The data source's `timestamp` from the stored milliseconds, or, for a record stored past
+    LAST_TIMESTAMP_MS (before the service refused it), the data source's line naming it
+    (raise_error: Spark's USER_RAISED_EXCEPTION), where timestamp_millis failed with
+    DATETIME_OVERFLOW naming no record. The check is coalesce's first argument, null for every
+    other record: the column stays NOT NULL, as the stored one is declared."""
+    from pyspark.sql import functions as F
+
+    ms = F.col(STORED_AS["timestamp"])
+    past = F.when(ms > F.lit(LAST_TIMESTAMP_MS), F.raise_error(F.format_string(
+        TIMESTAMP_PAST_READERS, F.col("offset"), F.col("topic"), F.col("partition"), ms)).cast("bigint"))
+    return F.timestamp_millis(F.coalesce(past, ms))
 
 
 def parsed_headers(stored: str) -> Any:

@@ -33,8 +33,9 @@ from typing import Any
 import pyarrow as pa
 
 from spark_jobs.common.options import PostgresDriver
+from spark_jobs.errors import OutboxSourceError
 from spark_jobs.reader.planning import Split
-from spark_jobs.reader.statement import select_statement
+from spark_jobs.reader.statement import LAST_TIMESTAMP_MS, TIMESTAMP_PAST_READERS, select_statement
 
 FETCH_ROWS = 20_000  # rows per Arrow batch
 STREAM_CHUNK_ROWS = 2_000  # rows per message from PostgreSQL (libpq 17+)
@@ -139,6 +140,7 @@ def _columns(rows: list[tuple], schema: pa.Schema) -> pa.RecordBatch:
 def _to_spark(stored: pa.RecordBatch, split: Split, schema: pa.Schema,
               value_type: pa.StructType | None, headers_parsed: bool) -> pa.RecordBatch:
     n = stored.num_rows
+    _check_timestamps(stored, split)
     columns: dict[str, pa.Array] = {
         "topic": pa.repeat(pa.scalar(split.range.topic, pa.string()), n),
         "partition": pa.repeat(pa.scalar(split.range.partition, pa.int32()), n),
@@ -153,6 +155,20 @@ def _to_spark(stored: pa.RecordBatch, split: Split, schema: pa.Schema,
         texts = stored.column("headers")
         columns["headers"] = headers_map(texts, schema.field("headers").type) if headers_parsed else texts
     return pa.RecordBatch.from_arrays([columns[name] for name in schema.names], schema=schema)
+
+
+def _check_timestamps(stored: pa.RecordBatch, split: Split) -> None:
+    """OutboxSourceError naming the first record whose timestamp_ms is past LAST_TIMESTAMP_MS
+    (stored before the service refused it), which no timestamp of Spark's holds: the cast below
+    overflowed (ArrowInvalid) from 2**63 microseconds on, naming no record."""
+    import pyarrow.compute as pc
+
+    ms = stored.column("timestamp_ms")
+    if stored.num_rows == 0 or pc.max(ms).as_py() <= LAST_TIMESTAMP_MS:
+        return
+    i = pc.index(pc.greater(ms, LAST_TIMESTAMP_MS), True).as_py()
+    raise OutboxSourceError(TIMESTAMP_PAST_READERS % (stored.column("offset")[i].as_py(), split.range.topic,
+                                                      split.range.partition, ms[i].as_py()))
 
 
 def headers_map(texts: pa.Array, map_type: pa.MapType) -> pa.Array:

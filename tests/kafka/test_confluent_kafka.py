@@ -108,6 +108,40 @@ def test_a_value_that_is_not_json_is_refused_invalid_record_and_not_written(kafk
     assert _stored(kafka) == []
 
 
+# 9999-12-31T23:59:59.999Z: the last timestamp a record may have (app.domain.records.MAX_TIMESTAMP_MS),
+# the last instant Spark's and Python's timestamps hold.
+LAST_TIMESTAMP_MS = 253_402_300_799_999
+
+
+def test_a_timestamp_past_9999_12_31_fails_invalid_timestamp_with_its_batch_and_the_last_instant_is_written(
+        kafka: Listener) -> None:
+    """As a broker answers a timestamp it refuses: INVALID_TIMESTAMP for the partition, nothing of
+    the batch written. librdkafka fails every record of such a batch with it (it reads the
+    records named, KIP-467, for INVALID_RECORD only: tests/kafka/test_wire.py reads the names)."""
+    create_topic(kafka.client, "orders")
+    p = _producer(kafka, **{"linger.ms": 1000})
+    reports: list[Any] = []
+    for ts in (LAST_TIMESTAMP_MS, LAST_TIMESTAMP_MS + 1):  # one batch: sent together by the flush
+        p.produce("orders", value=b"1", partition=0, timestamp=ts,
+                  on_delivery=lambda err, msg: reports.append(err and err.code()))
+    assert p.flush(TIMEOUT_S) == 0
+    assert reports == [KafkaError.INVALID_TIMESTAMP, KafkaError.INVALID_TIMESTAMP]
+    assert _stored(kafka) == []
+
+    assert _deliver_at(_producer(kafka), "orders", LAST_TIMESTAMP_MS) == [(None, 0)]
+    (m,) = _consume(kafka, "orders", 0, 1)
+    assert (m.offset(), m.timestamp()) == (0, (1, LAST_TIMESTAMP_MS))  # TIMESTAMP_CREATE_TIME
+    assert [(r["offset"], r["timestamp_ms"]) for r in _stored(kafka)] == [(0, LAST_TIMESTAMP_MS)]
+
+
+def _deliver_at(p: Producer, topic: str, timestamp_ms: int) -> list[Any]:
+    reports: list[Any] = []
+    p.produce(topic, value=b"1", partition=0, timestamp=timestamp_ms,
+              on_delivery=lambda err, msg: reports.append((err, msg.offset())))
+    assert p.flush(TIMEOUT_S) == 0
+    return reports
+
+
 def test_keyless_records_in_a_batch_to_a_compacted_topic_fail_invalid_record_and_the_rest_of_it_with_them(
         kafka: Listener) -> None:
     """Kafka's Produce names the records at fault by their index in the batch (KIP-467): the

@@ -231,6 +231,25 @@ def test_a_batch_claiming_the_log_append_time_is_an_invalid_timestamp_and_nothin
     assert _stored(kafka) == [(0, None, 3)]
 
 
+@pytest.mark.parametrize("timestamp_ms", [253_402_300_800_000, 2**63 - 1])
+def test_a_record_timestamped_past_9999_12_31_is_an_invalid_timestamp_named_and_nothing_is_written(
+        kafka: Listener, timestamp_ms: int) -> None:
+    """A record may be timestamped 9999-12-31T23:59:59.999Z at the latest (253402300799999,
+    app.domain.records.MAX_TIMESTAMP_MS): the partition is answered INVALID_TIMESTAMP with the
+    record named, as Kafka's broker answers a timestamp it refuses, and the batch is not written."""
+    create_topic(kafka.client, "orders")
+    b = DefaultRecordBatchBuilder(2, 0, 0, -1, -1, -1, 1 << 20)
+    for i, ts in enumerate((253_402_300_799_999, timestamp_ms, 5)):
+        b.append(i, ts, None, b"1", [])
+    with kafka.connect() as s:
+        answer = ask(s, 0, 9, _produce("orders", 0, bytes(b.build())))
+    p = _partition_answer(answer)
+    assert (p.error_code, [e.batch_index for e in p.record_errors]) == (ErrorCode.invalid_timestamp, [1])
+    assert p.error_message == ("record 1 of orders/0: timestamp_ms must be an integer from 0 to 253402300799999 "
+                               f"(9999-12-31T23:59:59.999Z), not {timestamp_ms}")
+    assert _stored(kafka) == []
+
+
 def test_a_key_that_is_not_utf8_is_an_invalid_record(kafka: Listener) -> None:
     create_topic(kafka.client, "orders")
     with kafka.connect() as s:

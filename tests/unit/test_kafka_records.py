@@ -97,7 +97,7 @@ _TAKEN = [
     (None, None, [], 0),
     (b"", b'""', [], 2),
     (None, b"[" * 254 + b"]" * 254, [], 3),
-    (b"\xe2\x82\xac", b'"\xe2\x82\xac \\u0000"', [], 2**63 - 1),
+    (b"\xe2\x82\xac", b'"\xe2\x82\xac \\u0000"', [], 253_402_300_799_999),  # 9999-12-31T23:59:59.999Z
     (b"k", b"null", [("a", b"")], 4),
 ]
 
@@ -129,6 +129,8 @@ def test_the_largest_record_of_a_kafka_batch_is_the_first_of_the_largest() -> No
     (None, b"1", [("h", b"\xff")], 1),
     (None, b"1", [], -1),
     (None, b"1", [], 2**63),
+    (None, b"1", [], 2**63 - 1),
+    (None, b"1", [], 253_402_300_800_000),  # a millisecond past 9999-12-31T23:59:59.999Z
 ])
 def test_a_json_topic_refuses_a_kafka_batch_naming_the_record_from_kafka_refuses(
         key: bytes | None, value: bytes, headers: list, timestamp: int) -> None:
@@ -185,6 +187,9 @@ def test_a_bytes_topic_takes_any_kafka_batch_and_refuses_only_a_timestamp_out_of
     assert batch.records == [from_kafka(b"\xff\x00", b"\x00\xfe", [("h", None), ("h", b"\xff")], 1, BYTES)]
     with pytest.raises(InvalidTimestamp, match="record 1 of t/0"):
         _kafka_batch([(None, None, [], 1), (None, None, [], -1)], BYTES)
+    with pytest.raises(InvalidTimestamp, match="record 1 of t/0: timestamp_ms must be an integer from 0 to "
+                       r"253402300799999 \(9999-12-31T23:59:59.999Z\), not 253402300800000"):
+        _kafka_batch([(None, None, [], 1), (None, None, [], 253_402_300_800_000)], BYTES)
 
 
 @pytest.mark.parametrize("as_sent", [bytes, memoryview], ids=["bytes", "a view into the request"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import tracemalloc
+from datetime import datetime, timedelta, timezone
 
 import orjson
 import pytest
@@ -20,11 +21,13 @@ from app.domain.records import (
     JOIN_CHUNK_BYTES,
     MAX_DEPTH,
     MAX_MESSAGE_ID_LENGTH,
+    MAX_TIMESTAMP_MS,
     RecordColumns,
     RecordToAppend,
     batch_of,
     check_depth,
     check_record_count,
+    check_timestamp,
     chunk_bounds,
     first_largest,
 )
@@ -146,3 +149,31 @@ def test_outbox_append_bounds_a_message_id_by_the_domains_maximum_length() -> No
     # The PL/pgSQL twin cannot import the constant; tests/appender_cases.py runs it at the bound,
     # and this holds its text to the constant without a database.
     assert f"char_length(message_id) BETWEEN 1 AND {MAX_MESSAGE_ID_LENGTH}" in load("appender.postgresql.sql")
+
+
+def test_a_records_last_timestamp_is_9999_12_31_23_59_59_999_utc_the_last_instant_of_spark_and_python() -> None:
+    last = datetime(9999, 12, 31, 23, 59, 59, 999_000, tzinfo=timezone.utc)
+    assert MAX_TIMESTAMP_MS == (last - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(milliseconds=1)
+    assert MAX_TIMESTAMP_MS == 253_402_300_799_999
+    # A millisecond later is past Python's datetime (and so past what a Spark collect() gives back).
+    with pytest.raises(OverflowError):
+        last + timedelta(milliseconds=1)
+
+
+@pytest.mark.parametrize("timestamp_ms", [0, 1, 1_700_000_000_000, 253_402_300_799_999])
+def test_a_timestamp_from_0_to_the_last_instant_is_valid(timestamp_ms: int) -> None:
+    check_timestamp(timestamp_ms, "records.0")
+
+
+@pytest.mark.parametrize("timestamp_ms", [-1, 253_402_300_800_000, 9_223_372_036_854_776, 2**63 - 1, 2**63, True, 1.0])
+def test_a_timestamp_below_0_or_past_the_last_instant_is_refused_naming_the_bound(timestamp_ms: object) -> None:
+    with pytest.raises(InvalidRequest) as refused:
+        check_timestamp(timestamp_ms, "records.0")
+    assert refused.value.message == (
+        "records.0: timestamp_ms must be an integer from 0 to 253402300799999 (9999-12-31T23:59:59.999Z), "
+        f"not {timestamp_ms!r}")
+
+
+def test_outbox_append_bounds_a_timestamp_by_the_domains_last_instant() -> None:
+    # The PL/pgSQL twin holds the number itself; tests/appender_cases.py runs it at the bound.
+    assert f"NOT timestamp_ms BETWEEN 0 AND {MAX_TIMESTAMP_MS} THEN" in load("appender.postgresql.sql")

@@ -410,3 +410,55 @@ def test_a_split_of_postgresql_is_read_with_the_driver_its_plain_value_names(
                             driver=driver))
 
     assert used == [reader]
+
+
+# --- timestamps: the last instant a reader holds ------------------------------------------------
+
+
+def test_the_readers_last_timestamp_is_the_last_a_record_may_have() -> None:
+    # spark_jobs may not import the domain (the import contract spark-through-client): one number, held equal here.
+    from app.domain.records import MAX_TIMESTAMP_MS
+    from spark_jobs.reader.statement import LAST_TIMESTAMP_MS
+
+    assert LAST_TIMESTAMP_MS == MAX_TIMESTAMP_MS == 253_402_300_799_999
+
+
+def _stored_split(monkeypatch: pytest.MonkeyPatch, timestamps: list[int]) -> list[object]:
+    """read_split of a SQLite split of t/3 whose stored rows (offsets 0, 1, …) are timestamped
+    `timestamps`, the rows made here rather than read from a database."""
+    import datetime
+
+    pa = pytest.importorskip("pyarrow")
+    from spark_jobs.common.positions import TopicRange
+    from spark_jobs.reader import split as reading
+    from spark_jobs.reader.planning import Split
+
+    n = len(timestamps)
+    stored = pa.record_batch([pa.array(range(n), pa.int64()), pa.array(range(1, n + 1), pa.int64()),
+                              pa.array(timestamps, pa.int64()), pa.nulls(n, pa.string()), pa.array(["1"] * n)],
+                             schema=reading._stored_schema(False))
+    monkeypatch.setattr(reading, "_read_sqlite", lambda path, statement, include_headers: iter([stored]))
+    schema = pa.schema([pa.field("offset", pa.int64()), pa.field("timestamp", pa.timestamp("us", tz="UTC"))])
+    batches = reading.read_split("sqlite", "outbox.db", Split(TopicRange("t", 3, 0, n)), schema, value_type=None,
+                                 query_log=None)
+    return [t.astimezone(datetime.timezone.utc) for b in batches for t in b.column("timestamp").to_pylist()]
+
+
+def test_the_data_source_reads_a_record_of_the_last_instant_a_record_may_have(monkeypatch: pytest.MonkeyPatch) -> None:
+    from datetime import datetime, timezone
+
+    assert _stored_split(monkeypatch, [0, 253_402_300_799_999]) == [
+        datetime(1970, 1, 1, tzinfo=timezone.utc), datetime(9999, 12, 31, 23, 59, 59, 999_000, tzinfo=timezone.utc)]
+
+
+@pytest.mark.parametrize("past", [253_402_300_800_000, 9_223_372_036_854_776, 2**63 - 1])
+def test_the_data_source_stops_at_a_record_stored_past_the_last_instant_with_a_line_naming_it(
+        monkeypatch: pytest.MonkeyPatch, past: int) -> None:
+    """Stored before migration 0048, when every door took a timestamp up to 2**63 - 1: from
+    9223372036854776 ms the Arrow cast overflowed (ArrowInvalid, naming no record), and below
+    that a year past 9999 is no datetime of Python's."""
+    with pytest.raises(OutboxSourceError) as caught:
+        _stored_split(monkeypatch, [5, 253_402_300_799_999, past, past])
+    assert str(caught.value) == (
+        f"record 2 of t/3: timestamp_ms {past} is past 253402300799999 (9999-12-31T23:59:59.999Z), the last instant "
+        "Spark's and Python's timestamps hold; it was stored before migration 0048, which refuses it")

@@ -18,7 +18,8 @@ from app.api.schemas.common import (
     TransactionalId,
 )
 from app.domain.record_formats import BINARY, STRING
-from app.domain.types import MAX_INT32, MAX_INT64, IsolationLevel, RecordState
+from app.domain.records import MAX_TIMESTAMP_MS
+from app.domain.types import MAX_INT32, IsolationLevel, RecordState
 
 # A record's key and headers: text without NUL. The Send decoder checks it (app.api.send_body)
 # rather than msgspec, which would match a pattern against every key of every record: a
@@ -77,7 +78,9 @@ class RecordIn(RequestBody, gc=False):
         # topic must not hold; a bytes topic without headers sends null.
         list[HeaderIn], Meta(min_length=1, description="a bytes topic's; null, not [], for none")] | None = None
     timestamp_ms: Annotated[int, Meta(
-        ge=0, le=MAX_INT64, description="create time; the service's clock when omitted"
+        ge=0, le=MAX_TIMESTAMP_MS,
+        description="create time in ms since the epoch, at most 253402300799999 (9999-12-31T23:59:59.999Z, the "
+        "last instant Spark and Python represent); the service's clock when omitted"
     )] | None = None
 
 

@@ -91,6 +91,11 @@ BEGIN
     PERFORM outbox.check_topic_config(topic, "partition", t.cleanup_policy, t.check_expected_offsets,
                                       t.max_message_bytes, keyless => key IS NULL, size_bytes => NULL,
                                       staged => false);
+    -- Headers given as JSON null are no headers, as a Send takes {"headers": null}: stored NULL.
+    IF json_typeof(headers) = 'null' THEN
+        headers := NULL;
+        headers_text := NULL;
+    END IF;
     -- (A key with NUL never gets here: PostgreSQL's text cannot hold one.) The escape \u0000,
     -- not an escaped backslash followed by u0000.
     IF headers_text ~ '(^|[^\\])(\\\\)*\\u0000' THEN
@@ -177,8 +182,10 @@ BEGIN
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
     END IF;
-    IF timestamp_ms IS NOT NULL AND timestamp_ms < 0 THEN
-        RAISE EXCEPTION 'INVALID_REQUEST: timestamp_ms must be at least 0, not %', timestamp_ms
+    -- A Send's bound (app.domain.records.MAX_TIMESTAMP_MS): 9999-12-31T23:59:59.999Z, the last
+    -- instant every reader of a record represents (Spark's timestamp, Python's datetime).
+    IF timestamp_ms IS NOT NULL AND NOT timestamp_ms BETWEEN 0 AND 253402300799999 THEN
+        RAISE EXCEPTION 'INVALID_REQUEST: timestamp_ms must be from 0 to 253402300799999 (9999-12-31T23:59:59.999Z), not %', timestamp_ms
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     -- A message id as the Python API takes it (app.domain.records.check_message_id): 1 to 255
