@@ -21,14 +21,14 @@ STORED_COLUMNS = ("offset", "commit_position", "timestamp_ms", "key", "value", "
 # of Spark's timestamp and Python's datetime, and the last a record may have (the service's
 # app.domain.records.MAX_TIMESTAMP_MS, which these readers may not import:
 # tests/unit/test_spark_jobs.py holds the two equal). A record stored past it (before migration
-# 0048, when every door took up to 2**63 - 1) stops the read with this line, printf-style
+# 0049, when every door took up to 2**63 - 1) stops the read with this line, printf-style
 # (offset, topic, partition, timestamp_ms), the same from both readers (the JVM read's
 # format_string): the data source's Arrow cast and the JDBC read's timestamp_millis failed with
 # an overflow naming neither the partition nor the record.
 LAST_TIMESTAMP_MS = 253_402_300_799_999
 TIMESTAMP_PAST_READERS = ("record %d of %s/%d: timestamp_ms %d is past 253402300799999 (9999-12-31T23:59:59.999Z), "
                           "the last instant Spark's and Python's timestamps hold; it was stored before migration "
-                          "0048, which refuses it")
+                          "0049, which refuses it")
 
 
 def sql_string(value: str, database: str) -> str:

@@ -454,11 +454,11 @@ def test_the_data_source_reads_a_record_of_the_last_instant_a_record_may_have(mo
 @pytest.mark.parametrize("past", [253_402_300_800_000, 9_223_372_036_854_776, 2**63 - 1])
 def test_the_data_source_stops_at_a_record_stored_past_the_last_instant_with_a_line_naming_it(
         monkeypatch: pytest.MonkeyPatch, past: int) -> None:
-    """Stored before migration 0048, when every door took a timestamp up to 2**63 - 1: from
+    """Stored before migration 0049, when every door took a timestamp up to 2**63 - 1: from
     9223372036854776 ms the Arrow cast overflowed (ArrowInvalid, naming no record), and below
     that a year past 9999 is no datetime of Python's."""
     with pytest.raises(OutboxSourceError) as caught:
         _stored_split(monkeypatch, [5, 253_402_300_799_999, past, past])
     assert str(caught.value) == (
         f"record 2 of t/3: timestamp_ms {past} is past 253402300799999 (9999-12-31T23:59:59.999Z), the last instant "
-        "Spark's and Python's timestamps hold; it was stored before migration 0048, which refuses it")
+        "Spark's and Python's timestamps hold; it was stored before migration 0049, which refuses it")

@@ -1,7 +1,7 @@
-"""Upgrading to 0048 and back, on a populated database: on PostgreSQL outbox.append refuses a
-timestamp_ms past 253402300799999 (9999-12-31T23:59:59.999Z), which 0047's function (0042's
+"""Upgrading to 0049 and back, on a populated database: on PostgreSQL outbox.append refuses a
+timestamp_ms past 253402300799999 (9999-12-31T23:59:59.999Z), which 0048's function (0042's
 text) took up to 2**63 - 1, and takes headers given as JSON null as no headers (stored NULL),
-which it refused; the downgrade gives 0047's verdicts back. The records stored before, one past
+which it refused; the downgrade gives 0048's verdicts back. The records stored before, one past
 the bound among them, are kept as they were either way, and so are the function's grants. On
 SQLite (no in-database appender) nothing changes."""
 
@@ -67,16 +67,16 @@ AFTER = ["taken",
 
 
 @pytest.mark.parametrize("empty_url", ["postgresql"], indirect=True)
-def test_0048_bounds_outbox_appends_timestamps_and_takes_json_null_headers_and_the_downgrade_puts_0047_back(
+def test_0049_bounds_outbox_appends_timestamps_and_takes_json_null_headers_and_the_downgrade_puts_0048_back(
         empty_url: str) -> None:
-    config = at_revision(empty_url, "0047", topic_t(1), PARTITION)
+    config = at_revision(empty_url, "0048", topic_t(1), PARTITION)
     with psycopg.connect(_psycopg(empty_url), autocommit=True) as conn:
         conn.execute("DROP ROLE IF EXISTS recordrules_appender")
         conn.execute("CREATE ROLE recordrules_appender")
         conn.execute("GRANT EXECUTE ON FUNCTION outbox.append(text, integer, text, json, json, text, bigint) "
                      "TO recordrules_appender")
     try:
-        # Published at 0047: a record of the last instant, one of 2**63 - 1 (which 0047 took), one with headers.
+        # Published at 0048: a record of the last instant, one of 2**63 - 1 (which 0048 took), one with headers.
         for headers, ts in ((None, LAST_TIMESTAMP_MS), (None, 2**63 - 1), ('{"h": "v"}', 7)):
             assert _answer(empty_url, headers, ts, commit=True) == "taken"
         stored = [(0, "1", None, LAST_TIMESTAMP_MS), (1, "1", None, 2**63 - 1), (2, "1", '{"h":"v"}', 7)]
@@ -84,7 +84,7 @@ def test_0048_bounds_outbox_appends_timestamps_and_takes_json_null_headers_and_t
         assert _answers(empty_url) == BEFORE
         assert _granted(empty_url) == ["recordrules_appender"]
 
-        command.upgrade(config, "0048")
+        command.upgrade(config, "0049")
         assert _answers(empty_url) == AFTER
         assert _stored(empty_url) == stored
         assert _granted(empty_url) == ["recordrules_appender"]
@@ -92,7 +92,7 @@ def test_0048_bounds_outbox_appends_timestamps_and_takes_json_null_headers_and_t
         assert _answer(empty_url, "null", 8, commit=True) == "taken"
         assert _stored(empty_url) == [*stored, (3, "1", None, 8)]
 
-        command.downgrade(config, "0047")
+        command.downgrade(config, "0048")
         assert _answers(empty_url) == BEFORE
         assert _stored(empty_url) == [*stored, (3, "1", None, 8)]
         assert _granted(empty_url) == ["recordrules_appender"]
@@ -103,13 +103,13 @@ def test_0048_bounds_outbox_appends_timestamps_and_takes_json_null_headers_and_t
 
 
 @pytest.mark.parametrize("empty_url", ["sqlite"], indirect=True)
-def test_0048_changes_nothing_on_sqlite_and_neither_does_its_downgrade(empty_url: str) -> None:
-    config = at_revision(empty_url, "0047", topic_t(1), PARTITION)
+def test_0049_changes_nothing_on_sqlite_and_neither_does_its_downgrade(empty_url: str) -> None:
+    config = at_revision(empty_url, "0048", topic_t(1), PARTITION)
     with connected(empty_url) as conn:
         before = {name: [tuple(r) for r in conn.execute(text(f'SELECT * FROM "{name}"'))]
                   for name in ("topics", "partitions")}
         schema = [tuple(r) for r in conn.execute(text("SELECT type, name, sql FROM sqlite_master ORDER BY name"))]
-    for step in (lambda: command.upgrade(config, "0048"), lambda: command.downgrade(config, "0047")):
+    for step in (lambda: command.upgrade(config, "0049"), lambda: command.downgrade(config, "0048")):
         step()
         with connected(empty_url) as conn:
             assert {name: [tuple(r) for r in conn.execute(text(f'SELECT * FROM "{name}"'))]
