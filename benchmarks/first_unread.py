@@ -1,4 +1,4 @@
-"""first_record_committed_from (app/storage/read_committed.py) on a partition of 200,000
+"""committed_across (app/storage/read_committed.py) on a partition of 200,000
 one-record plain batches behind the slowest group: the walk a deletion of consumed records
 runs under the partition's append lock (TopicService.delete_consumed_records), before and
 after migration 0022's ix_record_batches_committed_txn.
@@ -11,7 +11,7 @@ median of its repeats:
 
 - before: the query as it was (committed_batches, walked through ix_record_batches_committed,
   its ORDER BY kept), with ix_record_batches_committed_txn dropped, as at 0021;
-- after: the query as it is (first_record_committed_from_stmt), with the index.
+- after: the query as it is (committed_across_stmt), with the index.
 
     .venv/bin/python benchmarks/first_unread.py                  # SQLite and PostgreSQL
     .venv/bin/python benchmarks/first_unread.py --db sqlite --plain 200000 --rounds 5
@@ -33,7 +33,7 @@ from app.storage import dialect  # noqa: E402
 from app.storage.read_committed import (  # noqa: E402
     batch_runs,
     committed_batches,
-    first_record_committed_from_stmt,
+    committed_across_stmt,
     plain_batch,
     run_end,
 )
@@ -106,7 +106,7 @@ def measure(kind: str, plain: int, rounds: int, repeats: int) -> None:
                 before.append(timed(conn, before_stmt(name), repeats))
                 conn.execute(text(create))
                 conn.commit()
-                after.append(timed(conn, first_record_committed_from_stmt(name), repeats))
+                after.append(timed(conn, committed_across_stmt(name), repeats))
         engine.dispose()
         print(f"{kind}: {plain:,} one-record plain batches behind the bound; median of {rounds} rounds "
               f"(each the median of {repeats}): before {statistics.median(before):.2f} ms "

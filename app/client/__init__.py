@@ -27,6 +27,7 @@ from app.client.errors import (
     RetriableError,
     UnknownTopicOrPartitionError,
 )
+from app.client.json_text import JsonText
 from app.client.producer import PreparedTxnState, Producer
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "FatalError",
     "GroupMetadata",
     "InvalidOffsetError",
+    "JsonText",
     "NoOffsetForPartitionError",
     "OffsetOutOfRangeError",
     "PreparedTxnState",

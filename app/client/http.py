@@ -14,6 +14,7 @@ import httpx
 
 from app.client.backoff import ExponentialBackoff
 from app.client.errors import ClientError, FatalError, RetriableError, classify
+from app.client.json_text import json_content
 
 # A connection idle for as long as the service keeps it (its http_keep_alive_timeout_s, 5 s by
 # default) may be closed by the service just as a request is written on it: the request then
@@ -114,9 +115,13 @@ class Session:
         deadline = self.clock() + deadline_s
         attempts = 0
         unreachable_said = False
+        # Encoded here, once, rather than by httpx: a record's value given as JsonText goes in as
+        # its text (app.client.json_text), where httpx's json.dumps would refuse it.
+        payload: dict[str, Any] = {} if json is None else {
+            "content": json_content(json), "headers": {"Content-Type": "application/json"}}
         while True:
             try:
-                response = self.http.request(method, path, json=json, params=params, **self._auth)
+                response = self.http.request(method, path, params=params, **payload, **self._auth)
             except httpx.UnsupportedProtocol as e:
                 # No http:// or https:// in the service's address (`127.0.0.1:8000`,
                 # `localhost:8000`): no retry can send the request anywhere, so it is said at

@@ -226,6 +226,9 @@ class Producer:
         partition: int | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
+        """Buffer a record. `value`: any value json.dumps encodes, or a JsonText, sent as that
+        JSON text as it is (stored as a Send of the same text stores it). `headers`: None sends
+        none (stored as null); a dict is sent as it is, {} included (stored as {})."""
         self._check_usable()
         self._check_commit_answered()
         if self.transactional_id is not None and not self._in_transaction:
@@ -245,7 +248,7 @@ class Producer:
         record: dict[str, Any] = {"value": value}
         if key is not None:
             record["key"] = key
-        if headers:
+        if headers is not None:  # {} is sent, and stored, as {}: a Send's empty headers
             record["headers"] = headers
         if self._buffered >= self.batch_records:
             # Written when a record no longer fits, not as soon as the buffer fills: a version 2

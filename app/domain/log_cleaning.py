@@ -9,10 +9,13 @@ there. Records are never rewritten and offsets never change: a deleted record le
 
 Retention (`retention_bound`) deletes a prefix of the log: everything below the log start
 (garbage a DeleteRecords left), then the oldest records while they are older than
-`retention_ms` or the partition holds more than `retention_bytes`. It never splits a
-transaction: if a transaction's records start below the bound and its marker is not below
-it, the bound stops at the transaction's first record, so a reader starting at the new log
-start sees whole transactions only, and a marker goes only with all of its records.
+`retention_ms` or the partition holds more than `retention_bytes`. Its bound is a clean cut
+(app.domain.log_start, the rule DeleteRecords follows too): if a committed transaction's
+records start below the bound and its marker is not below it, the bound stops at the
+transaction's first record, so a reader in commit order starting at the new log start misses
+no committed transaction, and a COMMIT marker goes only with all of its records. An aborted
+transaction may be cut (no read_committed reader is shown its records); its ABORT marker stays
+with the records left.
 
 Compaction (`Compaction`) keeps, below a cleaning point that never passes the last stable
 offset, each key's latest committed record in each of the two orders the doors read it: commit
@@ -42,6 +45,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from operator import add
 
+from app.domain.log_start import Across, clean_cut_at_or_below
 from app.domain.types import ControlType, RecordState
 
 
@@ -111,6 +115,10 @@ class StoredRow:
     txn_id: int | None  # its batch row's: a record's transaction, or the one a marker ends
     control_type: ControlType | None
     size: int  # record_size; 0 for a marker
+    # A committed transaction's record: its COMMIT marker's offset (its batch row's commit
+    # position), wherever the marker lies. None for any other row (a plain record, a marker, a
+    # record of an aborted transaction). Read by retention_bound only.
+    committed_at: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,27 +225,24 @@ def throttle_pause_s(records: int, elapsed_s: float, max_records_per_s: float) -
 
 
 def _unsplit(rows: Sequence[StoredRow], log_start: int, bound: int) -> int:
-    """Lower `bound` to the first record of any transaction it would split: one with records
-    below it (and at or past the log start) whose marker is not below it. Lowering the bound
-    can put another transaction's marker past it, so repeat until nothing moves."""
+    """Lower `bound` to the highest clean cut at or below it (app.domain.log_start), what lies
+    across an offset read from `rows`: each committed transaction's first record among them
+    (at or past the log start) and its marker's offset."""
     first: dict[int, int] = {}
     marker: dict[int, int] = {}
     for row in rows:
-        if row.offset < log_start or row.txn_id is None:
+        if row.offset < log_start or row.committed_at is None or row.txn_id is None:
             continue
-        if row.control_type is None:
-            first.setdefault(row.txn_id, row.offset)
-        else:
-            marker[row.txn_id] = row.offset
-    while True:
-        lowered = min(
-            (start for txn, start in first.items()
-             if start < bound and marker.get(txn, bound) >= bound),
-            default=bound,
-        )
-        if lowered == bound:
-            return max(bound, log_start)
-        bound = lowered
+        first.setdefault(row.txn_id, row.offset)
+        marker[row.txn_id] = row.committed_at
+
+    def across(offset: int) -> Across | None:
+        cut = [(start, marker[txn]) for txn, start in first.items() if start < offset <= marker[txn]]
+        if not cut:
+            return None
+        return Across(min(start for start, _ in cut), min(m for _, m in cut), max(m for _, m in cut))
+
+    return max(clean_cut_at_or_below(bound, across), log_start)
 
 
 # --- compaction -----------------------------------------------------------------------------

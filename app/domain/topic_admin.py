@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 from app.domain import acl
 from app.domain.acl import Operation, Resource
 from app.domain.errors import InvalidPartitions, OffsetOutOfRange, TopicHasOpenTransactions
+from app.domain.log_start import AcrossAt, clean_cut_at_or_above, clean_cut_at_or_below
 
 
 def partitions_to_add(topic: str, current: int, requested: int, max_partitions: int) -> range:
@@ -29,33 +30,49 @@ def partitions_to_add(topic: str, current: int, requested: int, max_partitions: 
     return range(current, requested)
 
 
-def new_log_start(requested: int | None, *, log_start: int, last_stable: int, log_end: int) -> int:
+def new_log_start(requested: int | None, *, log_start: int, last_stable: int, log_end: int,
+                  across: AcrossAt) -> int:
     """DeleteRecords: the partition's log start once the records below `requested` are
-    deleted; None: as far as it may go, the last stable offset (what the Kafka door asks for
-    Kafka's -1, the high watermark: the records of a transaction still open stay). Never
-    backwards (a request below the log start leaves it, as Kafka's low watermark), and never
-    past the last stable offset: below it every transaction has its marker, so the log start
-    never cuts into an unfinished transaction, and the log cleaner may delete everything under
-    it. A negative offset is no log start: OFFSET_OUT_OF_RANGE, as Kafka answers it."""
+    deleted; None: as far as it may go, the highest clean cut at or below the last stable
+    offset (what the Kafka door asks for Kafka's -1, the high watermark: the records of a
+    transaction still open stay, and so do those of one committed across the last stable
+    offset). Never backwards (a request below the log start leaves it, as Kafka's low
+    watermark), never past the last stable offset (below it every transaction has its marker,
+    so the log start never cuts into an unfinished transaction, and the log cleaner may delete
+    everything under it), and only to a clean cut (app.domain.log_start): an offset that would
+    cut a committed transaction from a commit-order reader that has not read it is refused,
+    naming the nearest clean cuts below and above. `across` says what lies across an offset.
+    Refusals are OFFSET_OUT_OF_RANGE, as Kafka answers an offset it cannot delete to, with the
+    partition's bounds, and change nothing."""
+    bounds = {"log_start_offset": log_start, "last_stable_offset": last_stable, "log_end_offset": log_end}
     if requested is None:
-        requested = last_stable
+        return max(log_start, clean_cut_at_or_below(last_stable, across))
     if requested < 0:
         raise OffsetOutOfRange(
             f"offset {requested} is no log start: records can be deleted up to an offset from 0 to the "
             f"partition's last stable offset {last_stable} (log [{log_start}, {log_end}])",
-            log_start_offset=log_start,
-            last_stable_offset=last_stable,
-            log_end_offset=log_end,
+            **bounds,
         )
     if requested > last_stable:
         raise OffsetOutOfRange(
             f"offset {requested} is past the partition's last stable offset {last_stable}: "
             f"records can be deleted up to it (log [{log_start}, {log_end}])",
-            log_start_offset=log_start,
-            last_stable_offset=last_stable,
-            log_end_offset=log_end,
+            **bounds,
         )
-    return max(log_start, requested)
+    if requested <= log_start:
+        return log_start
+    cut = across(requested)
+    if cut is not None:
+        below = clean_cut_at_or_below(requested, across)
+        above = clean_cut_at_or_above(requested, across, at_most=last_stable)
+        choices = f"delete up to {below}, or up to {above}" if above is not None else (
+            f"delete up to {below} (no clean cut lies above it up to the last stable offset {last_stable})")
+        raise OffsetOutOfRange(
+            f"offset {requested} would cut {cut.describe()} (a reader in commit order that has not "
+            f"read it would lose it): {choices} (log [{log_start}, {log_end}])",
+            **bounds,
+        )
+    return requested
 
 
 def check_deletable(topic: str, transactional_ids: Iterable[str]) -> None:

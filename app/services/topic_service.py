@@ -9,6 +9,7 @@ from typing import Any
 
 from app.domain.clock import Clock
 from app.domain.errors import InvalidPartitions
+from app.domain.log_start import AcrossAt, clean_cut_at_or_below
 from app.domain.topic_admin import check_deletable, new_log_start, partitions_to_add
 from app.domain.topic import PartitionInfo, Topic
 from app.domain.topic_config import TopicConfig, new_topic_config
@@ -141,8 +142,9 @@ class TopicService:
         dropping what its readers are done with. Their lowest committed offset is a
         read_committed position, and a transaction committed at or past it may have records
         below it that none of them has read yet (they are shown at its marker): the log start
-        stops at the first of those. A group with no committed offset for the partition has
-        read nothing of it: nothing is deleted. Returns the log start."""
+        goes to the highest clean cut (app.domain.log_start) at or below that offset and the
+        last stable offset. A group with no committed offset for the partition has read nothing
+        of it: nothing is deleted. Returns the log start."""
         with self.db.write() as conn:
             topic = topics.get_topic(conn, name)
             topics.check_partition(topic, partition)
@@ -151,21 +153,20 @@ class TopicService:
             if consumed is None:
                 return bounds.log_start_offset
             bound = min(consumed, topics.last_stable_offset(conn, topic.topic_id, partition))
-            unread = read_committed.first_record_committed_from(conn, topic.topic_id, partition, bound,
-                                                                 bounds.log_start_offset)
-            if unread is not None:
-                bound = min(bound, unread)
-            return topics.advance_log_start(conn, topic.topic_id, partition, bound)
+            across = self._across(conn, topic.topic_id, partition, bounds.log_start_offset)
+            return topics.advance_log_start(conn, topic.topic_id, partition, clean_cut_at_or_below(bound, across))
 
     def delete_records(self, name: str, partition: int, offset: int | None) -> int:
         """DeleteRecords: the partition's log start moves up to `offset` (never back, never
-        past the last stable offset; None: up to the last stable offset, read under the lock
-        below); returns the log start. The records below it are garbage
-        from then on: no read returns them, and the log cleaner deletes them.
+        past the last stable offset, only to a clean cut; None: as far as it may go, read under
+        the lock below: app.domain.topic_admin.new_log_start); returns the log start. The
+        records below it are garbage from then on: no read returns them, and the log cleaner
+        deletes them.
 
-        The last stable offset is read under the partition's append lock, so no transaction
-        can start below `offset` between the check and the commit (one that starts later
-        takes offsets at the log end, past it)."""
+        The last stable offset, and what lies across `offset`, are read under the partition's
+        append lock, so no transaction can start or end below `offset` between the check and
+        the commit (one that starts later takes offsets at the log end, past it, and a marker
+        is appended at the log end too)."""
         with self.db.write() as conn:
             topic = topics.get_topic(conn, name)
             topics.check_partition(topic, partition)
@@ -175,5 +176,11 @@ class TopicService:
                 log_start=bounds.log_start_offset,
                 last_stable=topics.last_stable_offset(conn, topic.topic_id, partition),
                 log_end=bounds.log_end_offset,
+                across=self._across(conn, topic.topic_id, partition, bounds.log_start_offset),
             )
             return topics.advance_log_start(conn, topic.topic_id, partition, log_start)
+
+    @staticmethod
+    def _across(conn: Any, topic_id: int, partition: int, log_start: int) -> AcrossAt:
+        """What lies across an offset of the partition, as app.domain.log_start asks it."""
+        return lambda offset: read_committed.committed_across(conn, topic_id, partition, offset, log_start)

@@ -92,12 +92,17 @@ def _in_range(topic_id: int, partition: int, start: int, end: int) -> tuple:
 _HOLDING_TXN = holding_batch(record_batches.c.txn_id, records.c.topic_id, records.c.partition, records.c.offset)
 _STORED_ROW = (records.c.offset, records.c.timestamp_ms, _HOLDING_TXN.label("txn_id"), records.c.control_type, _SIZE)
 _STORED_ROWS = (records.c.offset, records.c.timestamp_ms, records.c.control_type, _SIZE)
-_RUN_TXNS = batches_meeting(record_batches.c.base_offset, record_batches.c.record_count, record_batches.c.txn_id)
+_RUN_TXNS = batches_meeting(record_batches.c.base_offset, record_batches.c.record_count, record_batches.c.txn_id,
+                            record_batches.c.commit_position)
 
 
-def _stored_row(offset: int, timestamp_ms: int, txn_id: int | None, control_type: str | None, size: int) -> StoredRow:
+def _stored_row(offset: int, timestamp_ms: int, txn_id: int | None, control_type: str | None, size: int,
+                commit_position: int | None = None) -> StoredRow:
+    """`commit_position`: its batch row's, where read (stored_rows); a transaction's record is
+    committed at it exactly when it is set (read_committed.committed_batch)."""
+    committed_at = commit_position if txn_id is not None and control_type is None else None
     return StoredRow(offset, timestamp_ms, txn_id, None if control_type is None else ControlType(control_type),
-                     0 if control_type is not None else size)
+                     0 if control_type is not None else size, committed_at)
 
 
 # A chunk's statements, built once (as app.storage.dialect's are): building a Core statement
@@ -220,7 +225,7 @@ def last_stored(conn: Connection, topic_id: int, partition: int, start: int, end
 
 def stored_rows(conn: Connection, topic_id: int, partition: int, start: int, end: int) -> list[StoredRow]:
     """The rows of [start, end) in offset order, sizes counted by the database, each with its
-    batch row's transaction: the batch rows of the range (batches_meeting, one range of the
+    batch row's transaction and commit position: the batch rows of the range (batches_meeting, one range of the
     primary key), matched by run in Python.
 
     The batch rows are read first, in their own statement: below the last stable offset rows
@@ -237,9 +242,9 @@ def stored_rows(conn: Connection, topic_id: int, partition: int, start: int, end
     out = []
     # Unpacked as tuples: a Row's attributes by name cost twice as much as the rest together.
     for offset, timestamp_ms, control_type, size in rows:
-        base_offset, record_count, txn_id = batches[holding_index(starts, offset)]
+        base_offset, record_count, txn_id, commit_position = batches[holding_index(starts, offset)]
         assert base_offset <= offset < base_offset + record_count, f"no batch row holds offset {offset}"
-        out.append(_stored_row(offset, timestamp_ms, txn_id, control_type, size))
+        out.append(_stored_row(offset, timestamp_ms, txn_id, control_type, size, commit_position))
     return out
 
 

@@ -38,6 +38,7 @@ from typing import Any
 from sqlalchemy import BigInteger, Connection, Integer, Table, and_, bindparam, case, func, literal, select, true, union_all
 from sqlalchemy.sql.elements import ColumnElement
 
+from app.domain.log_start import Across
 from app.domain.offsets import ReadOrder
 from app.domain.types import RecordState
 from app.storage import dialect
@@ -135,15 +136,25 @@ def committed_batches(topic_id: Any, partition: Any, lo: Any, before: Any = None
 def first_record_committed_from(conn: Connection, topic_id: int, partition: int, position: int,
                                 log_start: int) -> int | None:
     """The lowest offset at or past `log_start` of a record whose transaction committed at or
-    past `position` but which lies below it: such a record is exposed at its marker
-    (docs/GUARANTEES.md#commit-order), so a reader whose position is `position` has not read it
-    yet. None if there is none. A record below the log start is garbage that no read returns,
-    whether or not the log cleaner has deleted its row yet: it is unread by nobody. Walks
-    the committed transactional batches positioned from `position` on (only a transactional
-    batch can lie below its position): a range of ix_record_batches_committed_txn, as many
-    rows as committed transactions lie there, and probes each one's run below the position for
-    its first stored record (a compacted head leaves the batch row's base_offset unstored; a
-    batch that starts at or past the position has no run below it).
+    past `position` but which lies below it (committed_across's first_record): such a record is
+    exposed at its marker (docs/GUARANTEES.md#commit-order), so a reader whose position is
+    `position` has not read it yet. None if there is none."""
+    across = committed_across(conn, topic_id, partition, position, log_start)
+    return None if across is None else across.first_record
+
+
+def committed_across(conn: Connection, topic_id: int, partition: int, position: int,
+                     log_start: int) -> Across | None:
+    """What lies across `position` (app.domain.log_start.Across): the committed transactions
+    with a stored record at or past `log_start` and below `position`, and their COMMIT marker
+    at or past it; None if there is none, `position` then being a clean cut. A record below
+    the log start is garbage that no read returns, whether or not the log cleaner has deleted
+    its row yet: it is unread by nobody. Walks the committed transactional batches positioned
+    from `position` on (only a transactional batch can lie below its position): a range of
+    ix_record_batches_committed_txn, as many rows as committed transactions lie there, and
+    probes each one's run below the position for its first stored record (a compacted head
+    leaves the batch row's base_offset unstored; a batch that starts at or past the position
+    has no run below it).
     `txn_id IS NOT NULL` is written out, as the index's predicate has it (not as the negation
     of plain_batch, which only happens to render the same): without it the WHERE does not
     imply that predicate, the planner cannot use the index, and the walk reads every
@@ -152,13 +163,15 @@ def first_record_committed_from(conn: Connection, topic_id: int, partition: int,
     ms on PostgreSQL, under the partition's append lock). No ORDER BY: the minimum needs none,
     and commit order would favour the index that gives it, ix_record_batches_committed.
     """
-    return conn.execute(first_record_committed_from_stmt(conn.dialect.name), {
-        "topic_id": topic_id, "partition": partition, "position": position, "log_start": log_start}).scalar()
+    first, first_marker, last_marker = conn.execute(committed_across_stmt(conn.dialect.name), {
+        "topic_id": topic_id, "partition": partition, "position": position, "log_start": log_start}).one()
+    return None if first is None else Across(first, first_marker, last_marker)
 
 
-def first_record_committed_from_stmt(dialect_name: str) -> Any:
-    """first_record_committed_from's query, its parameters topic_id, partition, position and
-    log_start."""
+def committed_across_stmt(dialect_name: str) -> Any:
+    """committed_across's query, its parameters topic_id, partition, position and log_start:
+    one row, the lowest record offset and the lowest and highest marker offsets (NULLs where
+    nothing lies across)."""
     topic, part, at, log_start = (bindparam(n, type_=BigInteger())
                                   for n in ("topic_id", "partition", "position", "log_start"))
     rb = record_batches
@@ -169,10 +182,13 @@ def first_record_committed_from_stmt(dialect_name: str) -> Any:
     # index is built, before an ANALYZE), chose that index and walked every plain batch again.
     b = select(rb).where(rb.c.topic_id == topic, rb.c.partition == part, rb.c.txn_id.is_not(None),
                          committed_batch(rb), rb.c.commit_position >= at)
-    run = batch_runs(dialect_name, b.subquery("b"), lambda b, r: (r.c.offset,),
+    run = batch_runs(dialect_name, b.subquery("b"), lambda b, r: (r.c.offset, b.c.commit_position),
                      lambda b: dialect.greatest(b.c.base_offset, log_start),
                      lambda b: dialect.least(run_end(b), at), partition_of=(topic, part)).subquery()
-    return select(func.min(run.c.offset))
+    # A batch with no record in its run below the position has a row with a NULL offset on
+    # SQLite (an outer join): its marker is no part of the answer.
+    marker = case((run.c.offset.is_not(None), run.c.commit_position))
+    return select(func.min(run.c.offset), func.min(marker), func.max(marker))
 
 
 @dataclass(frozen=True, slots=True)

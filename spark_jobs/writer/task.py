@@ -13,7 +13,7 @@ from typing import Any
 from pyspark.sql.datasource import WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from app.client import PreparedTxnState, Producer
+from app.client import JsonText, PreparedTxnState, Producer
 from app.client.errors import ClientError
 from spark_jobs.errors import OutboxSinkError
 from spark_jobs.writer.columns import Columns, json_converter
@@ -48,9 +48,10 @@ def task_producer(options: SinkOptions, transactional_id: str) -> Producer:
 
 
 def _rows(batch: Any, columns: Columns, schema: StructType, options: SinkOptions) -> Iterator[tuple]:
-    """(topic, value, key, partition, headers) of each row of an Arrow record batch."""
-    import orjson
-
+    """(topic, value, key, partition, headers) of each row of an Arrow record batch. A string
+    value is JSON text, sent as it is (JsonText: never parsed and encoded again, so a value
+    the data source read is stored back as the same text); a null one is JSON null. A map of
+    headers is sent as it is, an empty one too ({}, as a Send stores it); a null map sends none."""
     n = batch.num_rows
     by_name = {name.lower(): i for i, name in enumerate(batch.schema.names)}
 
@@ -61,7 +62,11 @@ def _rows(batch: Any, columns: Columns, schema: StructType, options: SinkOptions
     raw = column("value")
     assert raw is not None
     if columns.value_is_json_text:
-        values = [None if v is None else orjson.loads(v) for v in raw]
+        try:
+            values = [None if v is None else JsonText(v) for v in raw]
+        except ValueError as e:
+            raise OutboxSinkError(f"column value holds text that is not JSON ({e}); a string column is "
+                                  "sent as the JSON it holds: to send text, to_json() it first") from None
     else:
         convert = json_converter(value_type)
         values = raw if convert is None else [convert(v) for v in raw]
@@ -80,8 +85,6 @@ def write_partition(options: SinkOptions, columns: Columns, schema: StructType, 
     (a retried or speculative task) and aborts that attempt's transaction, so only one attempt's
     records can ever commit. On failure the transaction is aborted (best effort: the driver's
     cleanup takes over what a killed task leaves)."""
-    import orjson
-
     transactional_id = task_transactional_id(options.sink_id, partition_id)
     producer: Producer | None = None
     count = 0
@@ -94,11 +97,7 @@ def write_partition(options: SinkOptions, columns: Columns, schema: StructType, 
                 producer = task_producer(options, transactional_id)
                 producer.init_transactions()
                 producer.begin_transaction()
-            try:
-                rows = _rows(batch, columns, schema, options)
-            except orjson.JSONDecodeError as e:
-                raise OutboxSinkError(f"column value holds text that is not JSON ({e}); a string column is "
-                                      "sent as the JSON it holds: to send text, to_json() it first") from None
+            rows = _rows(batch, columns, schema, options)
             for topic, value, key, partition, headers in rows:
                 if topic is None:
                     raise OutboxSinkError("a row's topic is null: give every row a topic, or the option topic")

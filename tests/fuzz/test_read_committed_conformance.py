@@ -31,7 +31,9 @@ tell aborted records by their producer id. On every such log:
   its position, up to a cap (exact when below it), and so does it for each group alone (what
   one group's lag reads);
 - the first-unread counter (read_committed.first_record_committed_from) from every position is
-  the lowest offset of the view's rows committed at or past it but lying below it, where the
+  the lowest offset of the view's rows committed at or past it but lying below it, and what lies
+  across it (read_committed.committed_across) those rows' lowest offset and their lowest and
+  highest commit positions, where the
   records below the log start are deleted (below the log start it answers from the stored
   records of the batches, which only ever lowers a DeleteRecords bound that cannot go below the log start);
 - what lies across every position (offsets.straddle_at): an open transaction below it where the
@@ -61,6 +63,7 @@ from kio.schema.errors import ErrorCode
 from sqlalchemy import Connection, insert, text
 
 from app.composition import Services
+from app.domain.log_start import Across
 from app.domain.offsets import ReadOrder, Straddle
 from app.domain.types import IsolationLevel
 from app.kafka import auth
@@ -386,6 +389,12 @@ def test_fetch_and_the_counters_read_exactly_the_committed_records_view(  # type
             for position in range(log.next_offset + 1):
                 assert read_committed.first_record_committed_from(conn, topic_id, 0, position, log_start) == min(
                     (o for o, c, _ in seen if c >= position and o < position), default=None)
+                # What lies across it (app.domain.log_start): those records' first, and the
+                # first and last of their transactions' markers.
+                across = [(o, c) for o, c, _ in seen if c >= position and o < position]
+                assert read_committed.committed_across(conn, topic_id, 0, position, log_start) == (
+                    None if not across else Across(min(o for o, _ in across), min(c for _, c in across),
+                                                   max(c for _, c in across)))
             for position in range(log.next_offset + 2):
                 # What a reader in commit order at `position` has read (the view's rows
                 # positioned below it) is what one in offset order has (those lying below it)

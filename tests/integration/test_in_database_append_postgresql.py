@@ -609,3 +609,39 @@ def _purge_deleted_topics(url: str, services: Any, clock: Any) -> None:
     LogCleaner(services.db, services.settings, clock).run_once()
     with psycopg.connect(url) as c:
         assert c.execute("SELECT count(*) FROM deleted_topics").fetchone() == (0,)
+
+@pytest.fixture
+def commit_settings(url: str) -> Iterator[list[str]]:
+    """The synchronous_commit in force when the commit publishes, seen by a deferred trigger
+    that fires after outbox.publish_pending's (triggers of one event fire in name order)."""
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute("CREATE TABLE observed_commit_setting (setting text)")
+        admin.execute("CREATE FUNCTION observe_commit_setting() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                      "INSERT INTO public.observed_commit_setting VALUES (current_setting('synchronous_commit')); "
+                      "RETURN NULL; END $$")
+        admin.execute("CREATE CONSTRAINT TRIGGER zz_observe_commit_setting AFTER INSERT ON outbox.publish_requests "
+                      "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION observe_commit_setting()")
+    seen: list[str] = []
+    yield seen
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute("DROP TRIGGER zz_observe_commit_setting ON outbox.publish_requests")
+        admin.execute("DROP FUNCTION observe_commit_setting()")
+        admin.execute("DROP TABLE observed_commit_setting")
+
+
+@pytest.mark.parametrize(("session", "at_commit"), [("off", "on"), ("local", "local"), ("on", "on")])
+def test_a_commit_that_publishes_waits_for_the_disk_even_in_a_session_that_would_not(
+        url: str, client: Any, commit_settings: list[str], session: str, at_commit: str) -> None:
+    # Published records are read at once: a commit lost to a crash after that would take back
+    # records readers saw, and hand their offsets out again. A setting that waits is kept.
+    with psycopg.connect(url) as app:
+        app.execute(f"SET synchronous_commit = {session}")
+        app.commit()
+        app.execute("SELECT outbox.append('orders', 0, NULL, '\"paid\"')")
+        app.commit()
+        after = app.execute("SHOW synchronous_commit").fetchone()[0]
+        app.commit()
+    with psycopg.connect(url) as admin:
+        observed = [s for (s,) in admin.execute("SELECT setting FROM observed_commit_setting")]
+    assert (observed, after) == ([at_commit], session)  # the session's own setting is back after
+    assert offsets_and_values(client) == [(0, "paid")]

@@ -8,6 +8,8 @@ import threading
 import time
 from typing import Any
 
+from app import metrics
+
 from tests.helpers import batch, begin, create_topic, ident, init_producer, send
 
 # A wait that a test expects to be cut short asks for LONG_WAIT_MS (the service's default
@@ -217,9 +219,21 @@ def wait_for_waiters(client: Any, n: int, waiters: list[Waiter] = ()) -> None:  
     changes = client.app.state.log_changes
     listening(client)
     deadline = time.monotonic() + 30
+    reads_before = _reads_started()
     while changes.waiting < n:
-        assert time.monotonic() < deadline, (changes.waiting, [w.answer or w.failure for w in waiters])
+        # When it fails, the message also says how many reads the waiters started meanwhile (a
+        # wait that returns at once, over and over, reads again each time) and the versions a
+        # wait compares with.
+        assert time.monotonic() < deadline, (
+            changes.waiting, [w.answer or w.failure for w in waiters], {"reads": _reads_started() - reads_before},
+            {"now": changes.now(), "changed_at": changes._changed_at, "everything_at": changes._everything_at,
+             "closing": changes.closing})
         time.sleep(0.01)
+
+
+def _reads_started() -> float:
+    # The process's count (other tests' too: compare two readings within one test).
+    return metrics.FETCH_READS.labels("false")._value.get()
 
 
 def test_a_commit_to_another_partition_wakes_no_waiter(client: Any, monkeypatch: Any) -> None:

@@ -26,7 +26,7 @@ from app.storage import cleaning, message_ids
 from app.storage.read_window import _batch_page_stmt, _records_stmt
 from app.storage.read_committed import (
     committed_between_for_groups_stmt,
-    first_record_committed_from_stmt,
+    committed_across_stmt,
     group_positions_stmt,
 )
 from app.storage.tables import transactions
@@ -364,7 +364,7 @@ def test_the_first_record_committed_from_a_position_walks_the_committed_transact
     _fill(services)
     with database.engine.connect() as conn:
         topic_id = conn.execute(text("SELECT topic_id FROM topics WHERE name = 'plans'")).scalar_one()
-        sql = _compiled(conn, first_record_committed_from_stmt(database.dialect), topic_id=topic_id, partition=0,
+        sql = _compiled(conn, committed_across_stmt(database.dialect), topic_id=topic_id, partition=0,
                         position=100, log_start=0)
     lines = _plan(database, sql)
     primary_key = "pk_records" if database.dialect == "postgresql" else "sqlite_autoindex_records_1"

@@ -409,13 +409,17 @@ def test_read_committed_from_the_new_log_start_returns_exactly_the_committed_rec
     _ok(send(client, [batch("t", 0, ["aborted-6"], 0)], aborted, "aborted"))   # 6
     _ok(client.post("/v1/transactions/aborted/abort", json=ident(aborted)))   # ABORT at 7
 
-    _ok(_delete_records(client, "t", 0, 2))
+    # 2 would cut the transaction committed at 4 (test_delete_records_clean_cut.py): refused.
+    _refused(_delete_records(client, "t", 0, 2), 416, "OFFSET_OUT_OF_RANGE")
+    _ok(_delete_records(client, "t", 0, 5))
 
-    page = fetch(client, "t", 0, offset=2)
-    # The transaction committed at 4 lost its records below 2 with the log start.
-    assert [(r["offset"], r["commit_position"], r["value"]) for r in page["records"]] == [
-        (3, 3, "plain-3"), (2, 4, "txn-2"), (5, 5, "plain-5")]
+    page = fetch(client, "t", 0, offset=5)
+    assert [(r["offset"], r["commit_position"], r["value"]) for r in page["records"]] == [(5, 5, "plain-5")]
     assert page["next_offset"] == 8
+    # An aborted transaction may be cut: no read_committed reader is shown its records.
+    assert _ok(_delete_records(client, "t", 0, 7))["log_start_offset"] == 7
+    page = fetch(client, "t", 0, offset=7)
+    assert (page["records"], page["next_offset"]) == ([], 8)
 
 
 def test_delete_records_up_to_the_log_end_leaves_nothing_to_read(client) -> None:  # type: ignore[no-untyped-def]

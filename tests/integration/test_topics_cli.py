@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.helpers import batch, begin, create_topic, init_producer, send
+from tests.helpers import batch, begin, create_topic, ident, init_producer, send
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -153,3 +153,22 @@ def test_delete_records_moves_the_log_start(client, db_url) -> None:  # type: ig
 
     assert out == {"topic": "t", "partition": 1, "log_start_offset": 2}
     assert client.get("/v1/topics/t").json()["partitions"][1]["log_start_offset"] == 2
+
+
+def test_delete_records_across_a_committed_transaction_is_refused_naming_the_clean_cuts(client, db_url) -> None:  # type: ignore[no-untyped-def]
+    create_topic(client, "t", 1)
+    p = init_producer(client, "tx")
+    begin(client, "tx", p)
+    assert send(client, [batch("t", 0, ["T"], 0)], p, "tx").status_code == 200      # 0
+    assert send(client, [batch("t", 0, ["p1", "p2"])]).status_code == 200           # 1, 2
+    assert client.post("/v1/transactions/tx/commit", json=ident(p)).status_code == 200  # marker 3
+
+    result = _outbox(db_url, "delete-records", "t", "0", "2")
+
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == (
+        "outbox: error: OFFSET_OUT_OF_RANGE: offset 2 would cut a transaction committed at 3 whose records "
+        "begin at 0 (a reader in commit order that has not read it would lose it): delete up to 0, or up to 4 "
+        "(log [0, 4])\n")
+    assert client.get("/v1/topics/t").json()["partitions"][0]["log_start_offset"] == 0
+    assert _json(_outbox(db_url, "delete-records", "t", "0", "4"))["log_start_offset"] == 4

@@ -383,6 +383,46 @@ def test_delete_records_below_minus_one_is_offset_out_of_range_and_moves_nothing
     assert [p["log_start_offset"] for p in _described(kafka, "orders")["partitions"]] == [0, 1]
 
 
+def test_delete_records_across_a_committed_transaction_is_offset_out_of_range_and_moves_nothing(
+        kafka: Listener, admin: AdminClient) -> None:
+    # A transaction's record at 0, plain records at 1 and 2, its COMMIT marker at 3: read in
+    # commit order (over HTTP) the transaction comes after both, at 3.
+    create_topic(kafka.client, "orders", 1)
+    p = init_producer(kafka.client, "tx")
+    begin(kafka.client, "tx", p)
+    assert send(kafka.client, [batch("orders", 0, ["T"], 0)], p, "tx").status_code == 200
+    assert send(kafka.client, [batch("orders", 0, ["p1", "p2"])]).status_code == 200
+    assert kafka.client.post("/v1/transactions/tx/commit", json=ident(p)).status_code == 200
+
+    (refused,) = _done(admin.delete_records([TopicPartition("orders", 0, 2)])).values()
+
+    assert refused.code() == KafkaError.OFFSET_OUT_OF_RANGE
+    (partition,) = _described(kafka, "orders")["partitions"]
+    assert partition["log_start_offset"] == 0
+    r = kafka.client.get("/v1/topics/orders/partitions/0/records", params={"offset": 2})
+    assert [x["value"] for x in r.json()["records"]] == ["p2", "T"]
+    (result,) = _done(admin.delete_records([TopicPartition("orders", 0, 4)])).values()
+    assert result.low_watermark == 4
+
+
+def test_delete_records_to_minus_one_stops_below_a_transaction_committed_across_the_last_stable_offset(
+        kafka: Listener, admin: AdminClient) -> None:
+    # a's record at 0, b's at 1 (b stays open: the last stable offset is 1), a's marker at 2.
+    create_topic(kafka.client, "orders", 1)
+    producers = {}
+    for tid, value in (("a", "a0"), ("b", "b1")):
+        producers[tid] = init_producer(kafka.client, tid)
+        begin(kafka.client, tid, producers[tid])
+        assert send(kafka.client, [batch("orders", 0, [value], 0)], producers[tid], tid).status_code == 200
+    assert kafka.client.post("/v1/transactions/a/commit", json=ident(producers["a"])).status_code == 200
+
+    (result,) = _done(admin.delete_records([TopicPartition("orders", 0, -1)])).values()
+
+    assert result.low_watermark == 0  # 1 would take a0 from a reader in commit order at 1
+    r = kafka.client.get("/v1/topics/orders/partitions/0/records", params={"offset": 1})
+    assert [x["value"] for x in r.json()["records"]] == ["a0"]
+
+
 def test_delete_topics_deletes_by_name(kafka: Listener, admin: AdminClient) -> None:
     create_topic(kafka.client, "orders", 1)
     got = _done(admin.delete_topics(["orders", "nope"]))

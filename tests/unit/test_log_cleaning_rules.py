@@ -29,8 +29,9 @@ OLD, NEW = 100, 1_000  # timestamps: records before 500 have expired
 EXPIRED = RetentionLimits(expire_before_ms=500, bytes_over=0)
 
 
-def rec(offset: int, ts: int = OLD, txn: int | None = None, size: int = 10) -> StoredRow:
-    return StoredRow(offset, ts, txn, None, size)
+def rec(offset: int, ts: int = OLD, txn: int | None = None, size: int = 10, at: int | None = None) -> StoredRow:
+    """A record; `at`: its transaction committed with its marker at that offset."""
+    return StoredRow(offset, ts, txn, None, size, at)
 
 
 def marker(offset: int, txn: int, kind: ControlType = C) -> StoredRow:
@@ -70,42 +71,44 @@ def test_retention_never_goes_below_the_log_start() -> None:
 
 
 def test_a_committed_transaction_goes_with_its_marker() -> None:
-    rows = [rec(0, txn=7), rec(1, txn=7), marker(2, 7), rec(3, NEW)]
+    rows = [rec(0, txn=7, at=2), rec(1, txn=7, at=2), marker(2, 7), rec(3, NEW)]
     assert retention_bound(rows, log_start=0, end=4, limits=EXPIRED) == 3
 
 
 def test_a_transaction_whose_marker_is_not_below_the_bound_is_not_split() -> None:
     # txn 7's records are old, but its marker lies past the first record that stays.
-    rows = [rec(0), rec(1, txn=7), rec(2), rec(3, NEW), marker(4, 7)]
+    rows = [rec(0), rec(1, txn=7, at=4), rec(2), rec(3, NEW), marker(4, 7)]
     assert retention_bound(rows, log_start=0, end=5, limits=EXPIRED) == 1
 
 
 def test_a_transaction_whose_marker_is_not_read_yet_holds_the_bound_at_its_first_record() -> None:
-    rows = [rec(0), rec(1, txn=7), rec(2), rec(3)]
+    rows = [rec(0), rec(1, txn=7, at=9), rec(2), rec(3)]  # its batch row says where it committed
     assert retention_bound(rows, log_start=0, end=4, limits=EXPIRED) == 1
 
 
 def test_lowering_the_bound_for_one_transaction_can_hold_another() -> None:
     # txn 8 ends (marker 5) below the first bound (6), but txn 7 (marker 9) holds the bound at
     # 3, past which txn 8's marker then lies: the bound drops to txn 8's first record, 1.
-    rows = [rec(0), rec(1, txn=8), rec(2), rec(3, txn=7), rec(4, txn=8), marker(5, 8), rec(6, NEW),
-            rec(7), rec(8), marker(9, 7)]
+    rows = [rec(0), rec(1, txn=8, at=5), rec(2), rec(3, txn=7, at=9), rec(4, txn=8, at=5), marker(5, 8),
+            rec(6, NEW), rec(7), rec(8), marker(9, 7)]
     assert retention_bound(rows, log_start=0, end=10, limits=EXPIRED) == 1
 
 
-def test_an_aborted_transaction_is_not_split_either() -> None:
+def test_an_aborted_transaction_may_be_cut() -> None:
+    # No read_committed reader is shown its records: the bound is a clean cut
+    # (app.domain.log_start), which only a committed transaction can make lower.
     rows = [rec(0, txn=7), rec(1, NEW), marker(2, 7, A)]
-    assert retention_bound(rows, log_start=0, end=3, limits=EXPIRED) == 0
+    assert retention_bound(rows, log_start=0, end=3, limits=EXPIRED) == 1
 
 
 def test_expired_until_is_the_first_record_kept_by_the_limits_alone() -> None:
-    rows = [rec(0, txn=7), rec(1), rec(2, NEW), marker(3, 7)]
+    rows = [rec(0, txn=7, at=3), rec(1), rec(2, NEW), marker(3, 7)]
     assert expired_until(rows, log_start=0, end=4, limits=EXPIRED) == 2
     assert retention_bound(rows, log_start=0, end=4, limits=EXPIRED) == 0  # txn 7 holds it lower
 
 
 def test_expired_until_is_the_end_when_every_record_read_may_go() -> None:
-    rows = [rec(0), rec(1, txn=7)]  # txn 7's marker lies past the rows read
+    rows = [rec(0), rec(1, txn=7, at=5)]  # txn 7's marker lies past the rows read
     assert expired_until(rows, log_start=0, end=2, limits=EXPIRED) == 2
     assert retention_bound(rows, log_start=0, end=2, limits=EXPIRED) == 1
 
@@ -157,8 +160,11 @@ _rows = st.lists(
 
 
 def _stored(spec: list, start: int) -> list[StoredRow]:
+    # Each transaction committed past the rows (where its marker among them says otherwise,
+    # the marker row is only there for its size and kind).
     return [StoredRow(start + i, ts, txn, C if is_marker and txn is not None else None,
-                      0 if is_marker and txn is not None else size)
+                      0 if is_marker and txn is not None else size,
+                      start + len(spec) if txn is not None and not is_marker else None)
             for i, (ts, txn, is_marker, size) in enumerate(spec)]
 
 

@@ -164,7 +164,10 @@ def delete_records(
     """Kafka's DeleteRecords: move the partition's log start up to `offset`. Records below it
     are never read again (a fetch below it is OFFSET_OUT_OF_RANGE) and the log cleaner
     deletes them. Up to the last stable offset (past it: OFFSET_OUT_OF_RANGE, with the bounds
-    in details); an offset below the log start changes nothing and answers the log start.
+    in details), and never across a committed transaction, one with records below `offset` and
+    its COMMIT marker at or past it, which a read_committed reader at `offset` has not read
+    (OFFSET_OUT_OF_RANGE too, changing nothing, the message naming the nearest offsets that cut
+    none); an offset below the log start changes nothing and answers the log start.
 
     With `consumed_by` instead: up to what every one of those consumer groups has consumed
     (the outbox's way to drop what its readers are done with).

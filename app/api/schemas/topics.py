@@ -126,8 +126,9 @@ class DeleteRecordsRequest(RequestBody):
 
     offset: Annotated[Offset, Meta(
         description="the partition's new log start: every record below it is deleted. At most "
-        "the last stable offset (else OFFSET_OUT_OF_RANGE); below the current log start, "
-        "nothing changes"
+        "the last stable offset, and never across a committed transaction (records below it, "
+        "its COMMIT marker at or past it): else OFFSET_OUT_OF_RANGE, naming the nearest offsets "
+        "allowed; below the current log start, nothing changes"
     )] | None = None
     consumed_by: Annotated[list[GroupId], Meta(
         min_length=1, max_length=1000,

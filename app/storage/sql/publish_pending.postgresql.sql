@@ -77,6 +77,16 @@ BEGIN
         INSERT INTO outbox.publish_requests (xact) VALUES (me);
         RETURN NULL;
     END IF;
+    -- The records take their offsets now and are read as soon as the commit is visible, which
+    -- under synchronous_commit = off (the application's session's choice) comes before the
+    -- commit is on disk: a crash could then take back records readers have seen and consumers
+    -- have committed offsets past, and their offsets would be handed out again to other
+    -- records. So a commit that publishes waits for the disk, as a Send's does; a setting
+    -- that waits already ('local', 'remote_write', 'on', 'remote_apply') is kept. LOCAL: the
+    -- application's own setting is back after this transaction.
+    IF current_setting('synchronous_commit') = 'off' THEN
+        PERFORM set_config('synchronous_commit', 'on', true);
+    END IF;
     -- The staged records' topics, FOR SHARE, in topic order, before any partition's row lock:
     -- topic then partition, the order in which a delete locks them (app/storage/topics.py), and
     -- nothing that holds a partition row waits for a topic row, so this cannot deadlock. The
