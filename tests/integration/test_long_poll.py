@@ -217,17 +217,27 @@ def wait_for_waiters(client: Any, n: int, waiters: list[Waiter] = ()) -> None:  
     deadline is generous (a loaded machine has taken more than 10 s to start two waits); when it
     passes, the message says what each of `waiters` was answered, if it was."""
     changes = client.app.state.log_changes
+    began = time.monotonic()
     listening(client)
     deadline = time.monotonic() + 30
     reads_before = _reads_started()
-    while changes.waiting < n:
-        # When it fails, the message also says how many reads the waiters started meanwhile (a
-        # wait that returns at once, over and over, reads again each time) and the versions a
-        # wait compares with.
-        assert time.monotonic() < deadline, (
-            changes.waiting, [w.answer or w.failure for w in waiters], {"reads": _reads_started() - reads_before},
+    looks: list[tuple[float, int]] = []  # (seconds since `began`, waits in progress), each look
+    while (waiting := changes.waiting) < n:
+        looks.append((round(time.monotonic() - began, 3), waiting))
+        # When it fails, the message also says how long this waited to hear of other processes'
+        # commits, how this thread's looks went (the first and last ones, their number and the
+        # most waits seen: a thread that did not look while the waits ran shows a gap), how many
+        # reads the process started meanwhile (a wait that returns at once, over and over, reads
+        # again each time), and the versions a wait compares with.
+        # A string: pytest shortens the repr of a tuple in an assertion's message.
+        assert time.monotonic() < deadline, str((
+            changes.waiting,
+            {"largest_gap_s": round(max((b[0] - a[0] for a, b in zip(looks, looks[1:])), default=0.0), 3),
+             "most": max(w for _, w in looks), "looks": len(looks), "first": looks[:3], "last": looks[-3:],
+             "reads": _reads_started() - reads_before},
             {"now": changes.now(), "changed_at": changes._changed_at, "everything_at": changes._everything_at,
-             "closing": changes.closing})
+             "closing": changes.closing},
+            [w.answer or w.failure for w in waiters]))
         time.sleep(0.01)
 
 
