@@ -63,8 +63,12 @@ def new_log_start(requested: int | None, *, log_start: int, last_stable: int, lo
         return log_start
     cut = across(requested)
     if cut is not None:
-        below = clean_cut_at_or_below(requested, across)
-        above = clean_cut_at_or_above(requested, across, at_most=last_stable)
+        # Both searches go on from `cut`, as each would begin by reading it again: every read of
+        # what lies across an offset walks the committed transactions past it, under the
+        # partition's append lock.
+        below = clean_cut_at_or_below(cut.first_record, across)
+        above = None if cut.last_marker + 1 > last_stable else clean_cut_at_or_above(
+            cut.last_marker + 1, across, at_most=last_stable)
         choices = f"delete up to {below}, or up to {above}" if above is not None else (
             f"delete up to {below} (no clean cut lies above it up to the last stable offset {last_stable})")
         raise OffsetOutOfRange(
