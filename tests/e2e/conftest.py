@@ -331,6 +331,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def port_was_taken(output: str) -> bool:
+    """Whether a `serve` failed because its port was taken: the CLI's one line for EADDRINUSE
+    ("cannot listen on HOST:PORT: the address is already in use …"). A port picked free can be
+    taken by another test's process before the service binds it."""
+    return "the address is already in use" in output
+
+
 class ServiceProcess:
     """One `python -m app.cli …` process, its output in a log file."""
 
@@ -454,7 +461,7 @@ class Launcher:
                 p.wait_ready()
                 return p
             except ProcessExited:
-                if attempt == 2 or "address already in use" not in p.log_text().lower():
+                if attempt == 2 or not port_was_taken(p.log_text()):
                     raise
         raise AssertionError("unreachable")
 

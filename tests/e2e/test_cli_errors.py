@@ -34,7 +34,7 @@ from sqlalchemy.pool import NullPool
 
 from app import cli as outbox_cli
 from app.storage import migrate
-from tests.e2e.conftest import ADMIN_URL, ROOT
+from tests.e2e.conftest import ADMIN_URL, ROOT, port_was_taken
 from tests.outbox_command import Run, outbox, runner
 
 pytestmark = pytest.mark.e2e
@@ -314,6 +314,8 @@ def test_serve_on_a_port_in_use_is_one_line_and_exit_1(tmp_path: Path) -> None:
         done = outbox(f"sqlite:///{tmp_path}/outbox.db", "serve", "--port", str(port))
     line = one_error_line(done, 1)
     assert line.startswith(f"cannot listen on 127.0.0.1:{port}: the address is already in use"), line
+    # The e2e harness starts `serve` again on another port when it reads this line.
+    assert port_was_taken(line)
 
 
 def test_a_kafka_listener_on_a_port_in_use_names_the_listener_s_flags_to_change_it(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ import pytest
 
 from app.settings import Settings
 from tests.e2e import readme
-from tests.e2e.conftest import free_port
+from tests.e2e.conftest import free_port, port_was_taken
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -123,7 +123,7 @@ def _start(command: str, cwd: Path, log_dir: Path) -> QuickStart:
             return qs
         except BaseException:
             qs.stop()
-            if attempt == 2 or "address already in use" not in qs.output().lower():
+            if attempt == 2 or not port_was_taken(qs.output()):
                 raise
     raise AssertionError("unreachable")
 
