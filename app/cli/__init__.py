@@ -269,6 +269,13 @@ def _remote(args: argparse.Namespace) -> bool:
                                       ("--timeout", args.timeout_s is not None),
                                       ("--json", args.output == "json"), ("--table", args.output == "table"))
              if value]
+    if not given and args.command in remote.COMMANDS and os.environ.get(remote.API_KEY_VARIABLE):
+        # The key is set for a service, so the command was meant for one: run on the database
+        # instead (a mistyped or unset OUTBOX_URL), it would act with no ACL checked.
+        raise CommandError(f"{remote.API_KEY_VARIABLE} is set but neither --url nor {remote.URL_VARIABLE} is: "
+                           f"`outbox {args.command}` would open the database (OUTBOX_DATABASE_URL), "
+                           f"no ACL checked, not the service as the key's principal; set {remote.URL_VARIABLE}, or unset "
+                           f"{remote.API_KEY_VARIABLE} to administer the database", EXIT_USAGE)
     if given:
         where = (f"`outbox {args.command}` opens the database (OUTBOX_DATABASE_URL)"
                  if args.command not in remote.COMMANDS else "without --url or OUTBOX_URL")

@@ -50,6 +50,10 @@ class GaugeReading:
     # one by (group_id, topic, partition), at most OUTBOX_METRICS_MAX_GROUP_PARTITIONS in all.
     group_partitions: list[GroupPartitionLag]
     group_partitions_left_out: int
+    # The groups of group_partitions that have group partitions among those left out: a sum of
+    # such a group's lag over group_partitions is not its lag. At most as many groups as
+    # group_partitions holds; a group with every group partition left out is in neither.
+    groups_cut: frozenset[str]
     transactions_by_state: dict[TransactionState, int]
     transactions_hanging: int
     oldest_open_transaction_started_ms: int | None
@@ -94,13 +98,24 @@ class DatabaseGauges:
         out = [GroupPartitionLag(c.group_id, names[c.topic_id], c.partition, c.count, c.exact) for c in counted]
         unknown = _unknown(consumed, partition_counts, set(committed))
         out += [GroupPartitionLag(g, t, p, None, True) for g, t, p in islice(unknown, max(0, cap - len(out)))]
-        unknown_left_out = sum(1 for _ in unknown)
+        listed_groups = {g.group_id for g in out}
+        cut: set[str] = set()
+        if len(committed) > len(counted):
+            listed = {(c.group_id, c.topic_id, c.partition) for c in counted}
+            ids = {t.name: t.topic_id for t in every_topic}
+            cut.update(g for g, t, p in committed if g in listed_groups and (g, ids[t], p) not in listed)
+        unknown_left_out = 0
+        for g, _, _ in unknown:
+            unknown_left_out += 1
+            if g in listed_groups:
+                cut.add(g)
         return GaugeReading(
             computed_ms=now_ms,
             partitions=partitions,
             partitions_left_out=sum(partition_counts.values()) - len(partitions),
             group_partitions=out,
             group_partitions_left_out=len(committed) - len(counted) + unknown_left_out,
+            groups_cut=frozenset(cut),
             transactions_by_state=by_state,
             transactions_hanging=hanging,
             oldest_open_transaction_started_ms=oldest,

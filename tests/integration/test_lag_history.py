@@ -191,9 +191,61 @@ def test_the_endpoint_answers_the_samples_with_their_totals(lagging) -> None:  #
 
     assert r.status_code == 200, r.text
     assert r.json() == {"interval_ms": 1_000, "window_ms": 10_000, "max_groups": 3, "samples": [
-        {"time_ms": START_MS + 1_000, "groups": [{"group_id": "far", "total_lag": 10},
-                                                 {"group_id": "payer", "total_lag": 2},
-                                                 {"group_id": "near", "total_lag": 1}]}]}
+        {"time_ms": START_MS + 1_000, "group_partitions_left_out": 0,
+         "groups": [{"group_id": "far", "total_lag": 10, "complete": True},
+                    {"group_id": "payer", "total_lag": 2, "complete": True},
+                    {"group_id": "near", "total_lag": 1, "complete": True}]}]}
+
+
+# --- past OUTBOX_METRICS_MAX_GROUP_PARTITIONS ---------------------------------------------------------
+# _make_lagging's group partitions, in the order the reading takes them (committed offsets by
+# group id, topic, partition; then the partitions without one): far orders/0 and orders/1, near
+# orders/0 and orders/1, payer payroll/0, unknown orders/0; then unknown orders/1.
+
+
+def _cut_sample(settings: Settings, clock, max_group_partitions: int):  # type: ignore[no-untyped-def]
+    for c in _client(settings, clock, metrics_max_group_partitions=max_group_partitions):
+        _make_lagging(c)
+        history = _history(c)
+        history.sample(START_MS)
+        (sample,) = history.since()
+        return sample
+
+
+def test_a_group_with_some_partitions_left_out_has_no_total(settings, clock) -> None:  # type: ignore[no-untyped-def]
+    sample = _cut_sample(settings, clock, 1)  # far orders/0 only (lag 5 of far's 10)
+
+    assert [(p.group_id, p.total_lag, p.known_lag, p.complete) for p in sample.groups] == [("far", None, 5, False)]
+    assert sample.group_partitions_left_out == 6
+
+
+def test_a_group_with_all_its_partitions_left_out_is_missing_and_the_sample_says_how_many_were(settings, clock) -> None:  # type: ignore[no-untyped-def]
+    sample = _cut_sample(settings, clock, 4)  # far's and near's, whole; payer's and unknown's left out
+
+    assert [(p.group_id, p.total_lag, p.complete) for p in sample.groups] == [("far", 10, True), ("near", 1, True)]
+    assert sample.group_partitions_left_out == 3
+
+
+def test_a_group_whose_unknown_partition_was_left_out_has_no_total(settings, clock) -> None:  # type: ignore[no-untyped-def]
+    # Read without its partition that has no committed offset, `unknown` would sum to 0 where
+    # GET /v1/groups/unknown/lag answers null.
+    sample = _cut_sample(settings, clock, 6)
+
+    assert [(p.group_id, p.total_lag, p.complete) for p in sample.groups] == [
+        ("far", 10, True), ("payer", 2, True), ("near", 1, True), ("unknown", None, False)]
+    assert sample.group_partitions_left_out == 1
+
+
+def test_the_endpoint_tells_a_cut_group_and_the_partitions_left_out(settings, clock) -> None:  # type: ignore[no-untyped-def]
+    for c in _client(settings, clock, metrics_max_group_partitions=1):
+        _make_lagging(c)
+        history = c.app.state.services.lag_history = _history(c)  # type: ignore[attr-defined]
+        history.sample(START_MS)
+
+        r = c.get("/v1/console/lag-history")
+
+        assert r.json()["samples"] == [{"time_ms": START_MS, "group_partitions_left_out": 6, "groups": [
+            {"group_id": "far", "total_lag": None, "complete": False}]}]
 
 
 @pytest.fixture
@@ -237,6 +289,21 @@ def test_a_principal_is_shown_only_groups_it_may_describe_with_every_topic_they_
     assert _shown(client, admin) == [["far", "payer", "near", "unknown"]]
     assert nothing == [[]]
     assert some == [["far", "near"]]  # payer counts payroll, which alice may not describe; unknown: no group ACL
+
+
+def test_how_many_group_partitions_were_left_out_is_told_only_to_who_may_describe_the_cluster(secured) -> None:  # type: ignore[no-untyped-def]
+    client, admin, alice = secured
+    _make_lagging(client)
+    history = client.app.state.services.lag_history = _history(client)  # type: ignore[attr-defined]
+    history.sample(START_MS)
+
+    def left_out(headers: dict[str, str]) -> list[int | None]:
+        return [s["group_partitions_left_out"] for s in client.get("/v1/console/lag-history", headers=headers).json()["samples"]]
+
+    refused = left_out(alice)
+    _grant(client, ("cluster", "outbox-cluster", "describe"))
+
+    assert (refused, left_out(alice), left_out(admin)) == ([None], [0], [0])
 
 
 def test_the_lag_history_needs_credentials(secured) -> None:  # type: ignore[no-untyped-def]

@@ -945,6 +945,34 @@ def test_a_flag_that_would_do_nothing_is_a_usage_error(outbox, args, line) -> No
     assert (done.status, done.out, done.err) == (EXIT_USAGE, "", line + "\n")
 
 
+def test_an_api_key_in_the_environment_without_a_service_address_is_refused_and_opens_nothing(outbox, monkeypatch,  # type: ignore[no-untyped-def]
+                                                                                                tmp_path: Path) -> None:
+    # A mistyped or unset OUTBOX_URL: the command would administer the database with no ACL checked.
+    database = tmp_path / "outbox.db"
+    monkeypatch.delenv("OUTBOX_URL", raising=False)
+    monkeypatch.setenv("OUTBOX_DATABASE_URL", f"sqlite:///{database}")
+    monkeypatch.setenv("OUTBOX_API_KEY", "outbox_0123456789abcdef_secret")
+
+    done = outbox("topics", "list")
+
+    assert (done.status, done.out) == (EXIT_USAGE, "")
+    assert done.err == ("outbox: error: OUTBOX_API_KEY is set but neither --url nor OUTBOX_URL is: `outbox topics` "
+                        "would open the database (OUTBOX_DATABASE_URL), no ACL checked, not the service as the "
+                        "key's principal; set OUTBOX_URL, or unset OUTBOX_API_KEY to administer the database\n")
+    assert not database.exists()
+
+
+def test_an_api_key_in_the_environment_is_no_mistake_for_a_command_that_only_opens_the_database(outbox, monkeypatch,  # type: ignore[no-untyped-def]
+                                                                                                 tmp_path: Path) -> None:
+    monkeypatch.delenv("OUTBOX_URL", raising=False)
+    monkeypatch.setenv("OUTBOX_DATABASE_URL", f"sqlite:///{tmp_path / 'outbox.db'}")
+    monkeypatch.setenv("OUTBOX_API_KEY", "outbox_0123456789abcdef_secret")
+
+    done = outbox("migrate")
+
+    assert (done.status, done.err) == (0, "")
+
+
 def test_a_topic_shown_without_its_config_prints_a_dash_for_it_and_lists_its_value_format(served, outbox, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     # User:reader may describe the topic, not its configs: HTTP answers its config null, and its
     # value_format apart. A bytes topic, not the default json, so the column can only have come

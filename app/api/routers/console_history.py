@@ -49,7 +49,9 @@ def console_lag_history(
     OUTBOX_CONSOLE_HISTORY_WINDOW_MS, one sample every OUTBOX_CONSOLE_LAG_INTERVAL_MS of at most
     OUTBOX_CONSOLE_LAG_MAX_GROUPS groups, kept by this process since its start. A group is shown
     where the principal may describe it and every topic its lag counts; the others are left
-    out."""
+    out. Each sample reads at most OUTBOX_METRICS_MAX_GROUP_PARTITIONS group partitions, by
+    group id: past that, a group with some partitions left out has no total (`complete` false),
+    and one with all of them left out is missing (`group_partitions_left_out`)."""
     history = services.lag_history
     decided: dict[tuple[str, frozenset[str]], bool] = {}  # a group is in many samples: asked once
 
@@ -60,7 +62,11 @@ def console_lag_history(
                 access.allows(Operation.DESCRIBE, acl.topic(t)) for t in p.topics)
         return decided[key]
 
+    # How many group partitions the service has past the bound is the cluster's to tell.
+    whole = access.allows(Operation.DESCRIBE, CLUSTER)
     return LagHistoryOut(interval_ms=history.interval_ms, window_ms=history.window_ms, max_groups=history.max_groups,
                          samples=[LagSampleOut(time_ms=s.time_ms, groups=[
-                             GroupLagPointOut(group_id=p.group_id, total_lag=p.total_lag) for p in s.groups if shown(p)])
+                             GroupLagPointOut(group_id=p.group_id, total_lag=p.total_lag, complete=p.complete)
+                             for p in s.groups if shown(p)],
+                             group_partitions_left_out=s.group_partitions_left_out if whole else None)
                              for s in history.since(since_ms)])

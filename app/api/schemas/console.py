@@ -22,13 +22,20 @@ class GroupLagPointOut(BaseModel):
     group_id: str
     total_lag: int | None = Field(description="committed records the group has still to read, summed over its "
                                   "partitions (as GET /v1/groups/{group_id}/lag counts them); null: unknown, a "
-                                  "partition has no committed offset")
+                                  "partition has no committed offset, or some of the group's partitions were left out "
+                                  "of the reading (`complete` false)")
+    complete: bool = Field(description="false: some of the group's partitions were left out of the reading, past "
+                           "OUTBOX_METRICS_MAX_GROUP_PARTITIONS group partitions: its total is not known (null)")
 
 
 class LagSampleOut(BaseModel):
     time_ms: int = Field(description="when the sample was taken (ms since the epoch)")
     groups: list[GroupLagPointOut] = Field(description="the groups that lagged most then, most lag first, that the "
                                            "principal may describe along with every topic their lag counts")
+    group_partitions_left_out: int | None = Field(
+        description="group partitions the reading left out, past OUTBOX_METRICS_MAX_GROUP_PARTITIONS (taken by group id, "
+        "not by lag): when not 0, a group that lags more than those shown may be missing; null where the principal "
+        "may not describe the cluster")
 
 
 class LagHistoryOut(BaseModel):

@@ -337,11 +337,18 @@
         about.textContent = "The service keeps no lag history (OUTBOX_CONSOLE_LAG_INTERVAL_MS is 0).";
         return false;
       }
+      const samples = got.samples;
+      const newestSample = samples.length ? samples[samples.length - 1] : null;
+      const newest = newestSample ? newestSample.groups : [];
+      // Past OUTBOX_METRICS_MAX_GROUP_PARTITIONS the service reads group partitions by group id,
+      // not by lag: the groups shown are then not surely those that lag most.
+      const leftOut = newestSample ? newestSample.group_partitions_left_out : 0;
       about.textContent = `Total lag in records of the ${LAG_GROUPS_SHOWN} groups that lag most now, of those ` +
         `you may describe, over the last ${age(got.window_ms)} (a sample every ${age(got.interval_ms)}, kept by the ` +
-        "process this console talks to).";
-      const samples = got.samples;
-      const newest = samples.length ? samples[samples.length - 1].groups : [];
+        "process this console talks to)." + (leftOut
+          ? ` The newest sample left out ${n(leftOut)} group partitions (past OUTBOX_METRICS_MAX_GROUP_PARTITIONS): ` +
+            "a group that lags more may be missing, and a group with partitions left out has no total."
+          : "");
       const top = newest.slice(0, LAG_GROUPS_SHOWN).map(g => g.group_id);
       if (!chart || plotted !== JSON.stringify(top)) {
         if (chart) { chart.destroy(); charts = charts.filter(c => c !== chart); }
@@ -357,7 +364,8 @@
       document.getElementById("lag-history-now").replaceChildren(...(newest.length
         ? ["Now: ", ...newest.slice(0, LAG_GROUPS_SHOWN).flatMap((g, i) => [i ? ", " : "",
           link(`#/groups/${enc(g.group_id)}`, g.group_id), " ",
-          h("strong", { class: "lag-now" }, g.total_lag === null ? "unknown" : n(g.total_lag))])]
+          h("strong", { class: "lag-now" }, g.total_lag !== null ? n(g.total_lag)
+            : g.complete ? "unknown" : "incomplete")])]
         : [samples.length ? "No group you may describe lags." : "No sample yet."]));
       return true;
     };
