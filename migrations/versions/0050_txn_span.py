@@ -9,7 +9,9 @@ every committed transactional batch positioned from the offset on: 100,000 one-r
 transactions past it cost 648 ms a query on PostgreSQL, under the partition's append lock. A
 batch across the offset has its commit position below the offset plus the partition's largest
 span, which this index gives in one probe: the walk is that window of commit positions
-(docs/benchmarks.md, "DeleteRecords' walk").
+(docs/benchmarks.md, "DeleteRecords' walk"). Its predicate says `control_type IS NULL` too (true
+of every row the other two conditions hold: a marker's row has no commit_position), which the
+walk does not say, so that the walk can never be planned through it.
 
 Nothing to backfill: an index is built from the rows there are. On PostgreSQL it is built
 CONCURRENTLY, outside a transaction (a build interrupted before leaves an invalid index of the
