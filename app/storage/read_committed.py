@@ -225,9 +225,9 @@ def committed_across_stmt(dialect_name: str) -> Any:
     `txn_id IS NOT NULL` is written out, as the indexes' predicates have it (not as the
     negation of plain_batch, which only happens to render the same): without it the WHERE does
     not imply those predicates and the planner can use neither index (the walk then read every
-    committed batch of ix_record_batches_committed past the position, the plain ones too). No ORDER BY on the walk:
-    the minimum needs none, and commit order would favour the index that gives it,
-    ix_record_batches_committed."""
+    committed batch of ix_record_batches_committed past the position, the plain ones too). No
+    ORDER BY on the walk: the minimum needs none, and commit order would favour the index that
+    gives it, ix_record_batches_committed, which holds the plain batches of the window too."""
     topic, part, at, log_start, before = (bindparam(n, type_=BigInteger())
                                           for n in ("topic_id", "partition", "position", "log_start", "before"))
     rb = record_batches
