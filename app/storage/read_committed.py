@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from sqlalchemy import BigInteger, Connection, Integer, Table, and_, bindparam, case, func, literal, select, true, union_all
@@ -76,6 +77,12 @@ def run_start(b: Table | Any, lo: Any, log_start: Any) -> ColumnElement[Any]:
     transactional one's from the log start (all of its records are positioned at its
     commit_position). One bound, never two on the offset."""
     return dialect.greatest(b.c.base_offset, case((plain_batch(b), lo), else_=log_start))
+
+
+def txn_span(b: Table | Any = record_batches) -> ColumnElement[Any]:
+    """How far a committed transactional batch's first offset lies below its COMMIT marker:
+    the expression ix_record_batches_txn_span holds, written as it is there."""
+    return b.c.commit_position - b.c.base_offset
 
 
 def run_end(b: Table | Any) -> ColumnElement[Any]:
@@ -150,38 +157,82 @@ def committed_across(conn: Connection, topic_id: int, partition: int, position: 
     at or past it; None if there is none, `position` then being a clean cut. A record below
     the log start is garbage that no read returns, whether or not the log cleaner has deleted
     its row yet: it is unread by nobody. Walks the committed transactional batches positioned
-    from `position` on (only a transactional batch can lie below its position): a range of
-    ix_record_batches_committed_txn, as many rows as committed transactions lie there, and
-    probes each one's run below the position for its first stored record (a compacted head
-    leaves the batch row's base_offset unstored; a batch that starts at or past the position
-    has no run below it).
-    `txn_id IS NOT NULL` is written out, as the index's predicate has it (not as the negation
-    of plain_batch, which only happens to render the same): without it the WHERE does not
-    imply that predicate, the planner cannot use the index, and the walk reads every
-    committed batch of ix_record_batches_committed,
-    the plain ones behind the slowest group included (200,000 of them: 13.8 ms on SQLite, 3.3
-    ms on PostgreSQL, under the partition's append lock). No ORDER BY: the minimum needs none,
-    and commit order would favour the index that gives it, ix_record_batches_committed.
+    from `position` on (only a transactional batch can lie below its position), up to the
+    partition's largest span past it (committed_across_stmt), and probes each one's run below
+    the position for its first stored record (a compacted head leaves the batch row's
+    base_offset unstored; a batch that starts at or past the position has no run below it).
     """
+    span = conn.execute(widest_txn_span_stmt(), {"topic_id": topic_id, "partition": partition}).scalar()
+    if span is None:
+        return None
     first, first_marker, last_marker = conn.execute(committed_across_stmt(conn.dialect.name), {
-        "topic_id": topic_id, "partition": partition, "position": position, "log_start": log_start}).one()
+        "topic_id": topic_id, "partition": partition, "position": position, "log_start": log_start,
+        "before": position + span}).one()
     return None if first is None else Across(first, first_marker, last_marker)
 
 
+@cache
+def widest_txn_span_stmt() -> Any:
+    """The partition's largest txn_span (parameters topic_id and partition), NULL if it has no
+    committed transactional batch: the last entry of ix_record_batches_txn_span, whose
+    predicate is written out so that the index serves, and read off its end by ORDER BY its
+    expression DESC LIMIT 1 (no row of the index has a NULL span, which PostgreSQL's DESC
+    would put first)."""
+    rb = record_batches
+    span = txn_span(rb)
+    return (select(span).where(rb.c.topic_id == bindparam("topic_id", type_=BigInteger()),
+                               rb.c.partition == bindparam("partition", type_=BigInteger()), rb.c.txn_id.is_not(None),
+                               committed_batch(rb), rb.c.control_type.is_(None))
+            .order_by(span.desc()).limit(1))
+
+
+@cache
 def committed_across_stmt(dialect_name: str) -> Any:
     """committed_across's query, its parameters topic_id, partition, position and log_start:
     one row, the lowest record offset and the lowest and highest marker offsets (NULLs where
-    nothing lies across)."""
-    topic, part, at, log_start = (bindparam(n, type_=BigInteger())
-                                  for n in ("topic_id", "partition", "position", "log_start"))
+    nothing lies across); and `before`, position + the partition's largest txn_span
+    (widest_txn_span_stmt), the walk's upper bound. Built once per dialect: building it cost
+    more than running it.
+
+    The walk is a range of ix_record_batches_committed_txn, the committed transactional
+    batches, bounded on both sides. Below: commit_position >= position. Above: a batch across
+    the position has base_offset < position <= commit_position, so its commit_position is
+    below position + its span (txn_span), and so below `before`. Unbounded above, the walk
+    read every committed transaction past the position: 100,000 of them cost 648 ms on
+    PostgreSQL and 250 ms on SQLite, under the partition's append lock (docs/benchmarks.md,
+    "DeleteRecords' walk"). Bounded, it reads the transactions whose markers lie in that
+    window, as many as the largest span at most, whatever lies past it; as many as before
+    only where one transaction spans the whole log after the position.
+    The bound is read by a statement of its own and given as a parameter: as a scalar
+    subquery here, its value unknown when PostgreSQL plans, a partition without statistics of
+    3,000 transactions was walked through ix_record_batches_txn, every transactional batch of
+    the partition read with the window as a filter; with both bounds known, the range is
+    planned as a range. And ix_record_batches_txn_span's predicate says `control_type IS
+    NULL`, which this WHERE does not, so that the walk cannot take that index either: on a
+    small partition without statistics PostgreSQL took it, its (topic_id, partition) prefix
+    matching, and read it whole.
+
+    Both bounds are on commit_position, so that whichever index on it the planner takes
+    (statistics or none: the service never runs ANALYZE), ix_record_batches_committed_txn or
+    ix_record_batches_committed (which it took for 300 transactions without statistics), the
+    range it reads is the window.
+    `base_offset < position` is not written: the run's bound (below least(run end, position))
+    keeps a batch starting at or past the position out already, and as a condition it would be
+    a second index condition on ix_record_batches_committed (whose columns end in
+    base_offset), for which PostgreSQL, once it knows the table's size but not yet txn_id's
+    NULLs (after an index is built, before an ANALYZE), chose that index and walked every
+    plain batch past the position.
+    `txn_id IS NOT NULL` is written out, as the indexes' predicates have it (not as the
+    negation of plain_batch, which only happens to render the same): without it the WHERE does
+    not imply those predicates and the planner can use neither index (the walk then read every
+    committed batch of ix_record_batches_committed past the position, the plain ones too). No
+    ORDER BY on the walk: the minimum needs none, and commit order would favour the index that
+    gives it, ix_record_batches_committed, which holds the plain batches of the window too."""
+    topic, part, at, log_start, before = (bindparam(n, type_=BigInteger())
+                                          for n in ("topic_id", "partition", "position", "log_start", "before"))
     rb = record_batches
-    # No `base_offset < position` here: the run's bound (below least(run end, position)) keeps
-    # a batch starting at or past the position out already, and as a condition it would be a
-    # second index condition on ix_record_batches_committed (whose columns end in base_offset),
-    # for which PostgreSQL, once it knows the table's size but not yet txn_id's NULLs (after an
-    # index is built, before an ANALYZE), chose that index and walked every plain batch again.
     b = select(rb).where(rb.c.topic_id == topic, rb.c.partition == part, rb.c.txn_id.is_not(None),
-                         committed_batch(rb), rb.c.commit_position >= at)
+                         committed_batch(rb), rb.c.commit_position >= at, rb.c.commit_position < before)
     run = batch_runs(dialect_name, b.subquery("b"), lambda b, r: (r.c.offset, b.c.commit_position),
                      lambda b: dialect.greatest(b.c.base_offset, log_start),
                      lambda b: dialect.least(run_end(b), at), partition_of=(topic, part)).subquery()

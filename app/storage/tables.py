@@ -297,6 +297,20 @@ Index(
     sqlite_where=text("txn_id IS NOT NULL AND commit_position IS NOT NULL"),
     postgresql_where=text("txn_id IS NOT NULL AND commit_position IS NOT NULL"),
 )
+# read_committed: the committed transactional batches of a partition by their span, how far
+# each lies below its COMMIT marker (migration 0050): the largest, one probe, bounds the walk of
+# what lies across an offset (read_committed.committed_across), as no batch across it has its
+# commit position further past it than that. `control_type IS NULL` (true of every row the
+# other two conditions hold: a marker's row has no commit_position) is what that walk's WHERE
+# does not say, so that neither database can take this index for the walk, read whole.
+Index(
+    "ix_record_batches_txn_span",
+    record_batches.c.topic_id,
+    record_batches.c.partition,
+    record_batches.c.commit_position - record_batches.c.base_offset,
+    sqlite_where=text("txn_id IS NOT NULL AND commit_position IS NOT NULL AND control_type IS NULL"),
+    postgresql_where=text("txn_id IS NOT NULL AND commit_position IS NOT NULL AND control_type IS NULL"),
+)
 # The view committed_records: the committed batches it reads through their rows (those not
 # self-committed) in commit order, so that a window of positions over a partition of
 # self-committed batches reads none of theirs. Built CONCURRENTLY by migration 0041.

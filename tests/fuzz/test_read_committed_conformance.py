@@ -54,6 +54,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 
+import pytest
 from aiokafka.consumer.fetcher import READ_COMMITTED, PartitionRecords
 from aiokafka.record.memory_records import MemoryRecords
 from aiokafka.structs import TopicPartition
@@ -485,5 +486,45 @@ def test_a_kafka_consumer_moves_past_a_batch_whose_last_records_were_compacted(d
         _, name = store(conn, log, 0, compacted=True)
         try:
             assert kafka_fetched_rows(conn, name, 0, log.last_stable_offset, 6, None) == [(0, "v0")]
+        finally:
+            conn.rollback()
+
+
+# What lies across a position is walked over the committed transactional batches whose commit
+# positions lie from the position up to the partition's largest span (commit_position -
+# base_offset) past it (read_committed.committed_across_stmt): logs whose answers depend on
+# that window reaching exactly far enough, longer than the generated ones.
+_BETWEEN = 60
+_SHORT = [("send", 1, 1), ("commit", 1)] * _BETWEEN
+_WINDOW_LOGS = {
+    # A transaction's record far below a position, its marker far above it, many between.
+    "far below and far above": ([("send", 0, 1), *_SHORT, ("commit", 0)], set(), 0, False),
+    # The widest transaction lies early, long done: every later position's window is that wide.
+    "the widest long done": ([("send", 0, 1), ("plain", 40), ("commit", 0), *_SHORT], set(), 0, False),
+    # Compaction left the widest batch's head unstored: its row still starts at 0.
+    "a compacted head": ([("send", 0, 3), *_SHORT, ("commit", 0), *_SHORT], {0, 1}, 0, False),
+    # A log start inside the widest batch, the records below it stored, or deleted.
+    "a log start inside a batch": ([("send", 0, 3), *_SHORT, ("commit", 0)], set(), 1, False),
+    "a log start inside a batch, cleaned": ([("send", 0, 3), *_SHORT, ("commit", 0)], set(), 2, True),
+    # Two wide transactions overlapping, each with short ones inside.
+    "overlapping": ([("send", 0, 2), *_SHORT[:20], ("send", 2, 1), *_SHORT[20:], ("commit", 0), *_SHORT[:30],
+                     ("commit", 2)], set(), 0, False),
+}
+
+
+@pytest.mark.parametrize("name", list(_WINDOW_LOGS))
+def test_what_lies_across_every_position_of_a_log_with_wide_transactions(database, name) -> None:  # type: ignore[no-untyped-def]
+    run, holes, log_start, cleaned = _WINDOW_LOGS[name]
+    log = build(run, "open")
+    cut(log, holes, log_start, cleaned)
+    with database.engine.connect() as conn:
+        topic_id, _ = store(conn, log, log_start, compacted=bool(holes))
+        try:
+            seen = view_rows(conn, topic_id)
+            for position in range(log.next_offset + 2):
+                across = [(o, c) for o, c, _ in seen if c >= position and o < position]
+                assert read_committed.committed_across(conn, topic_id, 0, position, log_start) == (
+                    None if not across else Across(min(o for o, _ in across), min(c for _, c in across),
+                                                   max(c for _, c in across))), position
         finally:
             conn.rollback()

@@ -28,6 +28,7 @@ from app.storage.read_committed import (
     committed_between_for_groups_stmt,
     committed_across_stmt,
     group_positions_stmt,
+    widest_txn_span_stmt,
 )
 from app.storage.tables import transactions
 from app.storage.transaction_listing import _id_starts_with
@@ -97,7 +98,7 @@ def _as_records(conn, lines: list[str], pruned_when_planned: bool = True) -> lis
 def _scans(lines: list[str]) -> list[str]:
     """The index each scan of `records` uses, in plan order (outer first)."""
     names = ("pk_records", "sqlite_autoindex_records_1", "ix_record_batches_committed_txn", "ix_record_batches_committed",
-             "ix_record_batches_txn",
+             "ix_record_batches_txn_span", "ix_record_batches_txn",
              "pk_record_batches", "sqlite_autoindex_record_batches_1")
     return [next(n for n in names if n in line) for line in lines if any(n in line for n in names)]
 
@@ -357,19 +358,29 @@ def test_a_kafka_consumers_lag_is_counted_from_its_offset_through_primary_keys_n
 
 def test_the_first_record_committed_from_a_position_walks_the_committed_transactional_batches_only(  # type: ignore[no-untyped-def]
         services, database) -> None:
-    """first_record_committed_from (a deletion of consumed records, under the append lock):
-    the committed transactional batches from the position (ix_record_batches_committed_txn's
-    range, never the plain batches ix_record_batches_committed holds too), then each batch's
-    run. On a partition with no statistics."""
+    """first_record_committed_from and committed_across (DeleteRecords, a deletion of consumed
+    records, under the append lock): the committed transactional batches from the position up
+    to the partition's largest span past it (ix_record_batches_committed_txn's range, bounded
+    on both sides, never the plain batches ix_record_batches_committed holds too), then each
+    batch's run; the largest span one probe of ix_record_batches_txn_span's end. On a partition
+    with no statistics."""
     _fill(services)
     with database.engine.connect() as conn:
         topic_id = conn.execute(text("SELECT topic_id FROM topics WHERE name = 'plans'")).scalar_one()
         sql = _compiled(conn, committed_across_stmt(database.dialect), topic_id=topic_id, partition=0,
-                        position=100, log_start=0)
+                        position=100, log_start=0, before=150)
+        span_sql = _compiled(conn, widest_txn_span_stmt(), topic_id=topic_id, partition=0)
     lines = _plan(database, sql)
     primary_key = "pk_records" if database.dialect == "postgresql" else "sqlite_autoindex_records_1"
     assert _scans(lines) == ["ix_record_batches_committed_txn", primary_key], lines
     assert not [line for line in lines if "Seq Scan" in line or re.search(r"SCAN (records|record_batches|b)\b", line)]
+    # The walk's range is bounded above as well as below.
+    walk = [line for line in lines if "commit_position >=" in line or "commit_position>?" in line]
+    assert walk and all("commit_position <" in line or "commit_position<?" in line for line in walk), lines
+    span_lines = _plan(database, span_sql)
+    assert _scans(span_lines) == ["ix_record_batches_txn_span"], span_lines
+    assert not [line for line in span_lines if "Sort" in line or "TEMP B-TREE" in line or "Seq Scan" in line
+                or re.search(r"SCAN record_batches\b", line)], span_lines
 
 
 _CLEANER_STATEMENTS = {
