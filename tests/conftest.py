@@ -111,7 +111,10 @@ class _StartOrder:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    from tests import fastapi_memo
+
     config.pluginmanager.register(_StartOrder(), "outbox-start-order")
+    fastapi_memo.install()
 
 
 def unavailable(reason: str) -> None:

@@ -1,11 +1,10 @@
-"""`outbox transactions …` against the configured database, on SQLite and PostgreSQL."""
+"""`outbox transactions …` and `outbox groups …` against the configured database, on SQLite and
+PostgreSQL. Each command is run by app.cli.main in the test's process (the conftest's `cli`,
+tests/outbox_command.py), which answers as `python -m app.cli` does without a Python start-up."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,54 +14,48 @@ from tests.helpers import batch, begin, create_topic, ident, init_producer, send
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _outbox(db_url: str, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OUTBOX_DATABASE_URL": db_url}
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60)
-
-
-def test_operator_lists_describes_and_aborts_an_open_transaction(client, db_url):  # type: ignore[no-untyped-def]
+def test_operator_lists_describes_and_aborts_an_open_transaction(cli, client, db_url):  # type: ignore[no-untyped-def]
     create_topic(client, "t", 1)
     p = init_producer(client, "stuck")
     begin(client, "stuck", p)
     send(client, [batch("t", 0, ["a"], 0)], p, "stuck")
     init_producer(client, "idle")
 
-    listed = _outbox(db_url, "transactions", "list", "--state", "Ongoing")
+    listed = cli(db_url, "transactions", "list", "--state", "Ongoing")
     assert listed.returncode == 0, listed.stderr
     assert [t["transactional_id"] for t in json.loads(listed.stdout)["transactions"]] == ["stuck"]
 
-    described = json.loads(_outbox(db_url, "transactions", "describe", "stuck").stdout)
+    described = json.loads(cli(db_url, "transactions", "describe", "stuck").stdout)
     assert described["state"] == "Ongoing"
     assert described["partitions"] == [{"topic": "t", "partition": 0, "first_offset": 0}]
 
-    aborted = _outbox(db_url, "transactions", "abort", "stuck")
+    aborted = cli(db_url, "transactions", "abort", "stuck")
     assert aborted.returncode == 0, aborted.stderr
     assert json.loads(aborted.stdout)["state"] == "CompleteAbort"
     r = client.get("/v1/transactions/stuck").json()
     assert (r["state"], r["producer_epoch"]) == ("CompleteAbort", p["producer_epoch"] + 1)
 
 
-def test_operator_abort_of_a_prepared_transaction_needs_force_prepared(client, db_url):  # type: ignore[no-untyped-def]
+def test_operator_abort_of_a_prepared_transaction_needs_force_prepared(cli, client, db_url):  # type: ignore[no-untyped-def]
     create_topic(client, "t", 1)
     p = init_producer(client, "shop-1")
     txn_id = begin(client, "shop-1", p)["txn_id"]
     send(client, [batch("t", 0, ["a"], 0)], p, "shop-1")
     assert client.post("/v1/transactions/shop-1/prepare", json={**ident(p), "txn_id": txn_id}).status_code == 200
 
-    listed = json.loads(_outbox(db_url, "transactions", "list", "--min-age-ms", "0").stdout)["transactions"]
-    refused = _outbox(db_url, "transactions", "abort", "shop-1")
+    listed = json.loads(cli(db_url, "transactions", "list", "--min-age-ms", "0").stdout)["transactions"]
+    refused = cli(db_url, "transactions", "abort", "shop-1")
 
     assert [(t["state"], t["awaits_application_decision"]) for t in listed] == [("Prepared", True)]
     assert (refused.returncode, refused.stdout) == (1, "")
     assert refused.stderr.startswith("outbox: error: TRANSACTION_PREPARED: transaction of 'shop-1' is Prepared")
     assert client.get("/v1/transactions/shop-1").json()["state"] == "Prepared"
-    forced = _outbox(db_url, "transactions", "abort", "shop-1", "--force-prepared")
+    forced = cli(db_url, "transactions", "abort", "shop-1", "--force-prepared")
     assert forced.returncode == 0, forced.stderr
     assert json.loads(forced.stdout)["state"] == "CompleteAbort"
 
 
-def test_transactions_describe_shows_staged_offsets_metadata_as_committed_nul_and_backslashes_included(
+def test_transactions_describe_shows_staged_offsets_metadata_as_committed_nul_and_backslashes_included(cli: Any, 
         client: Any, db_url: str) -> None:
     create_topic(client, "t", 1)
     p = init_producer(client, "staging")
@@ -72,13 +65,13 @@ def test_transactions_describe_shows_staged_offsets_metadata_as_committed_nul_an
         **ident(p), "group_id": "billing", "offsets": [{"topic": "t", "partition": 0, "offset": 4,
                                                         "metadata": metadata}]}).status_code == 200
 
-    described = _outbox(db_url, "transactions", "describe", "staging")
+    described = cli(db_url, "transactions", "describe", "staging")
     assert described.returncode == 0, described.stderr
     assert json.loads(described.stdout)["pending_offsets"] == [
         {"group_id": "billing", "topic": "t", "partition": 0, "offset": 4, "metadata": metadata, "leader_epoch": -1}]
 
-def test_transactions_list_by_age_in_a_state_with_none_open_is_refused(db_url):  # type: ignore[no-untyped-def]
-    done = _outbox(db_url, "transactions", "list", "--state", "CompleteCommit", "--min-age-ms", "0")
+def test_transactions_list_by_age_in_a_state_with_none_open_is_refused(cli, db_url):  # type: ignore[no-untyped-def]
+    done = cli(db_url, "transactions", "list", "--state", "CompleteCommit", "--min-age-ms", "0")
 
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr == (
@@ -92,13 +85,13 @@ def test_swagger_ui_is_served(client):  # type: ignore[no-untyped-def]
     assert r.status_code == 200 and "swagger" in r.text.lower()
 
 
-def test_outbox_groups_lag_shows_a_never_committed_groups_lag_as_unknown(client, db_url):  # type: ignore[no-untyped-def]
+def test_outbox_groups_lag_shows_a_never_committed_groups_lag_as_unknown(cli, client, db_url):  # type: ignore[no-untyped-def]
     create_topic(client, "deliveries", 1)
     assert send(client, [batch("deliveries", 0, [1, 2])]).status_code == 200
     joined = client.post("/v1/groups/g1/members", json={"topics": ["deliveries"], "session_timeout_ms": 600_000})
     assert joined.status_code == 200
 
-    done = _outbox(db_url, "groups", "lag", "g1")
+    done = cli(db_url, "groups", "lag", "g1")
 
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {
@@ -115,31 +108,31 @@ def test_outbox_groups_lag_shows_a_never_committed_groups_lag_as_unknown(client,
     assert '{"topics": ["deliveries"], "session_timeout_ms": 600000}' in join
 
 
-def test_outbox_groups_lag_shows_a_committed_groups_lag_in_records(client, db_url):  # type: ignore[no-untyped-def]
+def test_outbox_groups_lag_shows_a_committed_groups_lag_in_records(cli, client, db_url):  # type: ignore[no-untyped-def]
     create_topic(client, "orders", 1)
     assert send(client, [batch("orders", 0, ["o1", "o2", "o3"])]).status_code == 200
     assert client.post("/v1/groups/g/offsets", json={"offsets": [
         {"topic": "orders", "partition": 0, "offset": 1}]}).status_code == 200
 
-    out = json.loads(_outbox(db_url, "groups", "lag", "g").stdout)
+    out = json.loads(cli(db_url, "groups", "lag", "g").stdout)
 
     assert (out["total_lag"], out["total_lag_unknown_reason"], out["partitions"][0]["lag"]) == (2, None, 2)
 
 
-def test_outbox_groups_lag_of_an_unknown_group_is_one_line_and_exit_1(db_url):  # type: ignore[no-untyped-def]
-    done = _outbox(db_url, "groups", "lag", "nobody")
+def test_outbox_groups_lag_of_an_unknown_group_is_one_line_and_exit_1(cli, db_url):  # type: ignore[no-untyped-def]
+    done = cli(db_url, "groups", "lag", "nobody")
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr == "outbox: error: GROUP_ID_NOT_FOUND: no consumer group 'nobody'\n"
 
 
-def test_outbox_groups_list_pages_with_limit_and_after(client, db_url):  # type: ignore[no-untyped-def]
+def test_outbox_groups_list_pages_with_limit_and_after(cli, client, db_url):  # type: ignore[no-untyped-def]
     create_topic(client, "t", 1)
     for g in ("b", "a"):
         assert client.post(f"/v1/groups/{g}/offsets",
                            json={"offsets": [{"topic": "t", "partition": 0, "offset": 0}]}).status_code == 200
 
-    first = _outbox(db_url, "groups", "list", "--limit", "1")
-    rest = _outbox(db_url, "groups", "list", "--limit", "1", "--after", "a")
+    first = cli(db_url, "groups", "list", "--limit", "1")
+    rest = cli(db_url, "groups", "list", "--limit", "1", "--after", "a")
 
     assert first.returncode == 0, first.stderr
     assert json.loads(first.stdout) == {"groups": [{"group_id": "a", "generation_id": None, "member_count": 0}],
