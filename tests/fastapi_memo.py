@@ -13,6 +13,8 @@ that cannot be hashed) is built as FastAPI builds it.
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import warnings
 from typing import Annotated, Any
 
@@ -21,6 +23,17 @@ from pydantic import Field, TypeAdapter
 
 _ADAPTERS: dict[Any, tuple[TypeAdapter[Any], Any]] = {}
 _build = v2.ModelField.__post_init__
+# The source of the FastAPI build _post_init copies (fastapi 0.165): another FastAPI may build
+# its adapters otherwise, or set more than the adapter, so the cache is then not installed.
+_COPIED_BUILD_SHA256 = "5d3689614a475b633b0b8248e6bbc2fbcd6454ba28222dec0567f346a49f188d"
+
+
+def copies_fastapis_build() -> bool:
+    try:
+        source = inspect.getsource(_build)
+    except (OSError, TypeError):
+        return False
+    return hashlib.sha256(source.encode()).hexdigest() == _COPIED_BUILD_SHA256
 
 
 def _told(value: Any) -> tuple[type, str]:
@@ -58,5 +71,7 @@ def _post_init(self: v2.ModelField) -> None:
 
 def install() -> None:
     """Every ModelField built from now on in this process takes its adapter from the cache
-    (tests/conftest.py, pytest_configure)."""
-    v2.ModelField.__post_init__ = _post_init  # type: ignore[method-assign]
+    (tests/conftest.py, pytest_configure); nothing where FastAPI's build is not the one copied
+    (tests/unit/test_fastapi_memo.py then fails, saying so)."""
+    if copies_fastapis_build():
+        v2.ModelField.__post_init__ = _post_init  # type: ignore[method-assign]
