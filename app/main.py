@@ -7,9 +7,6 @@ uvicorn has configured its logging by the time it imports this; the service's co
 import logging
 import os
 
-from app import logs
-from app.api.app import create_app
-from app.gc_tuning import tune_for_service
 from app.settings import Settings
 from app.settings.misspelt import warn_of_misspelt_settings
 
@@ -40,6 +37,12 @@ if ignored:
         f"{', '.join(f'OUTBOX_{name.upper()}' for name in ignored)}: `outbox serve`'s, which `uvicorn app.main:app` "
         "would ignore (it serves the HTTP API alone" + (f"; give uvicorn {own} instead" if own else "")
         + "): unset them here, or run `outbox serve`")
+# The app (most of the import time) once the settings above were not refused: a refusal is its
+# line without waiting for it.
+from app import logs  # noqa: E402
+from app.api.app import create_app  # noqa: E402
+from app.gc_tuning import tune_for_service  # noqa: E402
+
 logs.configure(settings)
 warn_of_misspelt_settings(os.environ, logging.getLogger("app.main"))
 app = create_app(settings)

@@ -26,8 +26,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-import httpx
-
 from app.cli.common import (
     EXIT_AUTH,
     EXIT_FAILURE,
@@ -39,9 +37,11 @@ from app.cli.common import (
     warn_of_a_cut_list,
     warn_of_a_plan_only,
 )
-from app.client.errors import ClientError
-from app.client.http import FOREIGN_ERROR_PREFIX, Session, credentials, shown_address
 from app.settings.addresses import host_name
+
+# The HTTP client (httpx and app.client) is imported by the functions that call a service: every
+# `outbox` command imports this module, and only the admin commands given --url need it (a tenth
+# of a second of each other command's start-up, a `serve`'s included).
 
 # The command groups that go over HTTP when a URL is given; every other command (serve,
 # coordinator, migrate, backup, grant-reader, …) needs the database itself.
@@ -94,6 +94,10 @@ def check_url(url: str, source: str) -> None:
     """Refuse (EXIT_USAGE) a service address, given by `source` (--url or OUTBOX_URL), that no
     request could be sent to: the HTTP library would raise an InvalidURL or a UnicodeError at
     the first request, or try a port no service can have and report a refused connection."""
+    import httpx
+
+    from app.client.http import shown_address
+
     def refused(problem: str) -> CommandError:
         return CommandError(f"{source} {shown_address(url)!r}: {problem}", EXIT_USAGE)
 
@@ -137,6 +141,8 @@ class Remote:
     becomes the CommandError `main` prints as one line."""
 
     def __init__(self, url: str, key: str | None, timeout_s: float, *, key_is_a_path: bool = False) -> None:
+        from app.client.http import Session, credentials, shown_address
+
         self.url = url.rstrip("/")
         self.where = shown_address(self.url)
         self.timeout_s = timeout_s
@@ -147,6 +153,11 @@ class Remote:
         self.session = Session(self.url, request_timeout_s=timeout_s, auth=credentials(key, None))
 
     def call(self, method: str, path: str, *, body: Any = None, params: dict | None = None) -> Answer:
+        import httpx
+
+        from app.client.errors import ClientError
+        from app.client.http import FOREIGN_ERROR_PREFIX
+
         try:
             # One attempt: an operator's command reports what happened rather than retrying
             # behind their back (a 503 SCHEMA_NOT_MIGRATED would otherwise wait out a deadline).

@@ -38,13 +38,6 @@ if TYPE_CHECKING:
 
 
 def serve(settings: Settings, args: argparse.Namespace) -> int:
-    import uvicorn
-
-    from app import logs
-    from app.api.app import create_app
-    from app.api.http_protocol import protocol_class
-    from app.gc_tuning import tune_for_service
-
     if args.no_coordinator:
         settings = settings.model_copy(update={"run_coordinator": False})
     if args.kafka_listener is not None:
@@ -67,6 +60,16 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
     sock = _listen(host, port, "--port or OUTBOX_PORT")
     kafka_sock = _kafka_socket(settings)
     prepare_database(settings, refuse_schema_mismatch=False)
+    # The server and the app imported once nothing above refused (most of the command's import
+    # time): a refused setting, a port in use or a database that cannot be prepared is its one
+    # line without waiting for them.
+    import uvicorn
+
+    from app import logs
+    from app.api.app import create_app
+    from app.api.http_protocol import protocol_class
+    from app.gc_tuning import tune_for_service
+
     # Migrated (or checked) above, where a failure is reported like any other; not again in
     # the lifespan.
     app = create_app(settings, prepare_database=False)
