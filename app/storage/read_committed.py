@@ -215,11 +215,16 @@ def committed_between_for_groups(conn: Connection, cap: int, limit: int | None,
     number of groups: the first `limit` committed offsets (None: all) by (group_id, topic_id,
     partition), in that order.
 
-    Counted as a fetch reads them, record by record (so the holes compaction leaves in a run,
-    and a log start inside one, are not counted): the records of the committed batches
-    positioned in [start, end), where start is the committed offset or the log start if that
-    is higher. At most `cap` records are counted per row, so a row reads at most `cap` records;
-    `exact` is False when the cap was reached.
+    Counted as a fetch reads them (so the holes compaction leaves in a run, and a log start
+    inside one, are not counted): the records of the committed batches positioned in
+    [start, end), where start is the committed offset or the log start if that is higher. In a
+    partition without holes (partitions.has_holes unset: no record row was ever deleted from
+    inside a run at or past the log start, app.storage.cleaning) each batch's run from its
+    start holds every offset to its end, and is counted as their difference, a batch row read
+    per batch; in one with holes, record by record. At most `cap` records are counted per row,
+    so a row reads at most `cap` records or batch rows; `exact` is False when the cap was
+    reached. A partition of one-record batches still reads a batch row per record
+    (benchmarks/lag_count.py --batch 1).
 
     The first query finds the partitions the groups have committed offsets in; the second
     counts, with the partition of each of its parts written in as its parameters. A count whose
