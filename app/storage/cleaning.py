@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, and_, bindparam, case, delete, func, or_, select, true, tuple_, update
+from sqlalchemy import Connection, and_, bindparam, case, delete, false, func, or_, select, true, tuple_, update
 
 from app.domain.log_cleaning import ChunkSummary, CompactionRow, StoredRow
 from app.domain.topic_config import TopicConfig
@@ -183,6 +183,24 @@ _CHUNK_SUMMARY = select(
     func.count(), _TRANSACTIONAL_BATCHES, func.count(_SUMMED.c.control_type), func.max(_SUMMED.c.timestamp_ms),
     func.coalesce(func.sum(case((_SUMMED.c.control_type.is_(None), _SUMMED.c.size), else_=0)), 0),
 ).select_from(_SUMMED)
+
+# Set by every deletion that can leave a hole in a batch's run at or past the log start (a
+# record deleted above it), in its transaction: the lag counts a partition without it a batch
+# at a time, from its runs' offsets (app.storage.read_committed.committed_between_for_groups),
+# which would count such a hole. A deletion below the log start moves it in its transaction
+# (delete_prefix, count_prefix_deleted) and needs none. Never cleared: a hole stays.
+_HAS_HOLES = (
+    update(partitions)
+    .where(partitions.c.topic_id == bindparam("c_topic_id"), partitions.c.partition == bindparam("c_partition"),
+           partitions.c.has_holes.is_(false()))
+    .values(has_holes=true())
+)
+
+
+def mark_holes(conn: Connection, topic_id: int, partition: int) -> None:
+    """The partition may have holes in its runs from now on (_HAS_HOLES)."""
+    conn.execute(_HAS_HOLES, {"c_topic_id": topic_id, "c_partition": partition})
+
 
 def forget_deleted_records(conn: Connection, topic_id: int, partition: int, start: int, end: int) -> None:
     """Delete what described the records deleted in [start, end) and nothing else: the batch
@@ -402,6 +420,7 @@ def delete_offsets(conn: Connection, topic_id: int, partition: int, offsets: Seq
         .returning(_SIZE, records.c.control_type),
         {"offsets": list(offsets)},
     ).all()
+    mark_holes(conn, topic_id, partition)
     ordered = sorted(offsets)
     start = ordered[0]
     for before, after in zip(ordered, ordered[1:]):
@@ -475,6 +494,9 @@ def purge_deleted_topic(conn: Connection, topic_id: int, limit: int) -> int:
     if bound is not None:
         stmt = stmt.where(records.c.offset < bound)
     deleted = conn.execute(stmt).rowcount
+    # The log start stays: what is left above the prefix is counted record by record, if
+    # anything still counts it.
+    mark_holes(conn, topic_id, partition)
     forget_deleted_records(conn, topic_id, partition, -1, _NO_END if bound is None else bound)
     return deleted
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from sqlalchemy import BigInteger, Connection, Integer, Table, and_, bindparam, case, func, literal, select, true, union_all
+from sqlalchemy import BigInteger, Connection, Integer, Table, and_, bindparam, case, cast, func, literal, select, true, union_all
 from sqlalchemy.sql.elements import ColumnElement
 
 from app.domain.log_start import Across
@@ -266,11 +266,16 @@ def committed_between_for_groups(conn: Connection, cap: int, limit: int | None,
     number of groups: the first `limit` committed offsets (None: all) by (group_id, topic_id,
     partition), in that order.
 
-    Counted as a fetch reads them, record by record (so the holes compaction leaves in a run,
-    and a log start inside one, are not counted): the records of the committed batches
-    positioned in [start, end), where start is the committed offset or the log start if that
-    is higher. At most `cap` records are counted per row, so a row reads at most `cap` records;
-    `exact` is False when the cap was reached.
+    Counted as a fetch reads them (so the holes compaction leaves in a run, and a log start
+    inside one, are not counted): the records of the committed batches positioned in
+    [start, end), where start is the committed offset or the log start if that is higher. In a
+    partition without holes (partitions.has_holes unset: no record row was ever deleted from
+    inside a run at or past the log start, app.storage.cleaning) each batch's run from its
+    start holds every offset to its end, and is counted as their difference, a batch row read
+    per batch; in one with holes, record by record. At most `cap` records are counted per row,
+    so a row reads at most `cap` records or batch rows; `exact` is False when the cap was
+    reached. A partition of one-record batches still reads a batch row per record
+    (benchmarks/lag_count.py --batch 1).
 
     The first query finds the partitions the groups have committed offsets in; the second
     counts, with the partition of each of its parts written in as its parameters. A count whose
@@ -299,7 +304,8 @@ def group_positions_stmt(limit: int | None, group_id: str | None = None) -> Any:
                  else_=p.c.log_start_offset)
     return (
         select(go.c.group_id, go.c.topic_id, go.c.partition, go.c.committed_offset, go.c.read_order,
-               start.label("start"), p.c.next_offset.label("before"), p.c.log_start_offset.label("log_start"))
+               start.label("start"), p.c.next_offset.label("before"), p.c.log_start_offset.label("log_start"),
+               p.c.has_holes)
         .join(p, and_(p.c.topic_id == go.c.topic_id, p.c.partition == go.c.partition))
         .where(*one_group)
         .order_by(go.c.group_id, go.c.topic_id, go.c.partition)
@@ -331,8 +337,20 @@ def committed_between_for_groups_stmt(dialect_name: str, cap: int, pos: Any,
             start = lambda b: dialect.greatest(b.c.base_offset, pos.c.start)  # noqa: E731
         run = batch_runs(dialect_name, batches.correlate(pos).subquery("b"), lambda b, r: (r.c.offset,),
                          start, run_end, correlate=(pos,), partition_of=(t, p))
-        counted = (select(func.count()).select_from(run.limit(cap).correlate(pos).subquery())
-                   .correlate(pos).scalar_subquery())
+        by_record = (select(func.count()).select_from(run.limit(cap).correlate(pos).subquery())
+                     .correlate(pos).scalar_subquery())
+        # Without holes (partitions.has_holes) a batch's run holds every offset from its start
+        # to its end: its count is their difference, one batch row read instead of a row per
+        # record. Only the batches with a record left to read are summed (a transaction's
+        # batch below the start or the log start has none), so each counts at least one and
+        # `cap` of them reach the cap: no more batch rows are read than records by record.
+        b = batches.correlate(pos).subquery("b")
+        remaining = run_end(b) - start(b)
+        runs = (select(remaining.label("remaining")).where(remaining > 0).limit(cap)
+                .correlate(pos).subquery("runs"))
+        by_batch = (select(dialect.least(cast(func.coalesce(func.sum(runs.c.remaining), 0), BigInteger), cap))
+                    .correlate(pos).scalar_subquery())
+        counted = case((pos.c.has_holes, by_record), else_=by_batch)
         parts.append(select(pos.c.group_id, pos.c.topic_id, pos.c.partition, pos.c.committed_offset,
                             pos.c.read_order, counted.label("counted"))
                      .where(pos.c.topic_id == t, pos.c.partition == p, pos.c.read_order == read_order))

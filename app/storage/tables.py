@@ -122,6 +122,13 @@ partitions = Table(
     Column("record_count", BigInteger, nullable=False, server_default=text("0")),
     Column("size_bytes", BigInteger, nullable=False, server_default=text("0")),
     Column("cleaned_offset", BigInteger, nullable=False, server_default=text("0")),
+    # Whether a record row may be missing from inside a batch's run at or past the log start:
+    # set by the cleaner's deletions that leave holes (compaction's, a deleted topic's purge,
+    # app.storage.cleaning), in their transaction, and never cleared. Without it every
+    # committed batch's run is stored whole from the log start on, and the lag is counted a
+    # batch at a time (app.storage.read_committed.committed_between_for_groups). Migration
+    # 0051 set it where a run had a hole then.
+    Column("has_holes", Boolean, nullable=False, server_default=false()),
     PrimaryKeyConstraint("topic_id", "partition"),
 )
 

@@ -180,8 +180,11 @@ def store(conn: Connection, log: Log, log_start: int, compacted: bool) -> tuple[
     topic_id = conn.execute(insert(topics).values(
         name=name, partition_count=1, cleanup_policy="compact" if compacted else "delete",
         retention_ms=-1, check_expected_offsets=False, created_ms=0).returning(topics.c.topic_id)).scalar_one()
+    # A hole in a run from the log start on, as the cleaner marks the partition that has one.
+    holes = any(o not in log.rows for base, count, _, _ in log.batches
+                for o in range(max(base, log_start), base + count))
     conn.execute(insert(partitions).values(topic_id=topic_id, partition=0, next_offset=log.next_offset,
-                                           log_start_offset=log_start))
+                                           log_start_offset=log_start, has_holes=holes))
     flagged = {o for base, count, _, _ in log.batches if base in log.self_committed for o in range(base, base + count)}
     # A flagged idempotent batch's records carry its producer id, as its writer writes them.
     producer = {o: IDEMPOTENT_PRODUCER_ID for o in flagged if _batch_base(log, o) in log.idempotent}

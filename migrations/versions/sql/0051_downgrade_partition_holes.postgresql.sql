@@ -1,0 +1,1 @@
+ALTER TABLE partitions DROP COLUMN has_holes
