@@ -11,6 +11,7 @@ message that names the fix, or failed where nothing may be skipped (tests/confte
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import time
 from collections.abc import Iterator
@@ -41,6 +42,22 @@ def _missing() -> str | None:
 
 MISSING = _missing()
 
+# The JVM options of every Spark driver the suite starts (this session's, and the jobs' it runs
+# as processes, through job_env): the JIT's first tier only. A test's Spark runs small queries
+# for seconds to minutes, where the optimizing tier's compiler threads cost more CPU than its
+# code saves: the JVM's CPU time from start through a few queries was about 40 % lower
+# (docs/benchmarks.md, "The test suite's time, branch cispark"), and on a shared 2-core machine
+# that CPU is the tests' wall time.
+DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+
+
+def job_env(**extra: str) -> dict[str, str]:
+    """The environment of a Spark job the test starts as `python -m` (or a script that builds
+    its session with PySpark): this one, its driver JVM started with DRIVER_JAVA_OPTIONS
+    (PySpark passes PYSPARK_SUBMIT_ARGS to the spark-submit that starts it)."""
+    return {**os.environ,
+            "PYSPARK_SUBMIT_ARGS": f"--driver-java-options={DRIVER_JAVA_OPTIONS} pyspark-shell", **extra}
+
 
 @pytest.fixture(autouse=True)
 def _spark_requirements() -> None:
@@ -63,6 +80,7 @@ def spark() -> Iterator[object]:
             "spark.default.parallelism": "2",
             "spark.ui.enabled": "false",
             "spark.driver.memory": "1g",
+            "spark.driver.extraJavaOptions": DRIVER_JAVA_OPTIONS,
         },
     )
     session.sparkContext.setLogLevel("ERROR")

@@ -18,6 +18,7 @@ import pytest
 
 from spark_jobs import cluster
 from spark_jobs.pizza_income import INPUT
+from tests.spark.conftest import DRIVER_JAVA_OPTIONS
 from tests.spark.test_pizza_income_job import (
     ROOT,
     Orders,
@@ -33,8 +34,11 @@ pytestmark = pytest.mark.cluster
 
 
 def _cluster_cli(*args: str) -> str:
+    # The master's and the worker's JVMs with the suite's JIT options, as its drivers
+    # (tests/spark/conftest.py): spark-class adds SPARK_DAEMON_JAVA_OPTS to a daemon's.
     done = subprocess.run([sys.executable, "-m", "spark_jobs.cluster", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=cluster.START_TIMEOUT_S + 30)
+                          text=True, timeout=cluster.START_TIMEOUT_S + 30,
+                          env={**os.environ, "SPARK_DAEMON_JAVA_OPTS": DRIVER_JAVA_OPTIONS})
     assert done.returncode == 0, f"cluster {args}: exit {done.returncode}\n{done.stdout}\n{done.stderr}"
     return done.stdout
 
@@ -73,7 +77,8 @@ def test_the_job_submitted_to_a_standalone_cluster_outputs_each_income_once_and_
 
     code, result = _run_job(
         [spark_submit(), "--master", standalone.master_url, "--conf", "spark.ui.enabled=false",
-         "--conf", "spark.sql.shuffle.partitions=2", str(ROOT / "spark_jobs" / "pizza_income.py"),
+         "--conf", "spark.sql.shuffle.partitions=2", "--driver-java-options", DRIVER_JAVA_OPTIONS,
+         "--conf", f"spark.executor.extraJavaOptions={DRIVER_JAVA_OPTIONS}", str(ROOT / "spark_jobs" / "pizza_income.py"),
          "--url", url, "--database-url", backend.url, "--positions-per-split", "3"],
         tmp_path, "cluster", SPARK_LOCAL_IP="127.0.0.1")
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import subprocess
 import sys
 from collections import Counter
@@ -18,6 +17,7 @@ from spark_jobs import pizza_income
 from spark_jobs.pizza_income import GROUP, INPUT, OUTPUT, TOTALS, BatchResult
 from spark_jobs.common.positions import PositionRange
 from tests.conftest import ADMIN_URL, require_postgres
+from tests.spark.conftest import DRIVER_JAVA_OPTIONS, job_env
 from tests.spark.orders import Orders
 from tests.e2e.api import ok, read_all, unfinished_transactions
 from tests.log_start import move_log_start
@@ -144,6 +144,7 @@ def _job_command(how: str, backend_url: str, url: str, *extra: str) -> list[str]
     # No --jars: the data source reads with the database's Python driver.
     return [spark_submit(), "--master", "local[2]",
             "--conf", "spark.sql.shuffle.partitions=2", "--conf", "spark.ui.enabled=false",
+            "--driver-java-options", DRIVER_JAVA_OPTIONS,
             str(ROOT / "spark_jobs" / "pizza_income.py"), *args]
 
 
@@ -154,7 +155,7 @@ def spark_submit() -> str:
 
 
 def _run_job(cmd: list[str], tmp: Path, label: str, **env_extra: str) -> tuple[int, BatchResult | None]:
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable, **env_extra}
+    env = job_env(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable, **env_extra)
     log = tmp / f"job-{label}.log"
     with open(log, "w") as err:
         # A session of its own: --crash-at in-commit kills the job's whole process group.

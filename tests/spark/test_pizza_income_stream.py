@@ -23,6 +23,7 @@ from spark_jobs import pizza_income_stream
 from spark_jobs.pizza_income import INPUT, OUTPUT
 from spark_jobs.pizza_income_stream import GROUP
 from tests.e2e.api import ok, read_all, unfinished_transactions
+from tests.spark.conftest import job_env
 from tests.spark.orders import Orders
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -156,7 +157,7 @@ def test_a_query_restarted_from_its_checkpoint_or_without_it_goes_on_where_the_l
 
 
 def _start_job(url: str, backend_url: str, checkpoint: Path, log: Path, *extra: str) -> subprocess.Popen:
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    env = job_env(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
     return subprocess.Popen(
         [sys.executable, "-m", "spark_jobs.pizza_income_stream", "--master", "local[2]", "--url", url,
          "--database-url", backend_url, "--checkpoint", str(checkpoint), *extra],
@@ -226,7 +227,7 @@ def test_the_stream_killed_with_sigkill_or_stopped_by_its_group_sigterm_outputs_
     done = subprocess.run(
         [sys.executable, "-m", "spark_jobs.pizza_income_stream", "--master", "local[2]", "--url", url,
          "--database-url", backend.url, "--checkpoint", str(checkpoint), "--available-now"],
-        cwd=ROOT, env={**os.environ, "PYSPARK_PYTHON": sys.executable}, capture_output=True, text=True, timeout=180)
+        cwd=ROOT, env=job_env(PYSPARK_PYTHON=sys.executable), capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, f"seed {seed}: {done.stderr[-4000:]}"
     assert group_offsets(url) == log_ends(url), f"seed {seed}"
     assert_each_committed_pizza_order_once(url)

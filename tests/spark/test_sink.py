@@ -29,6 +29,7 @@ from spark_jobs.writer.commit import commit_batch, last_committed_batch
 from spark_jobs.writer.options import parse_sink_options
 from spark_jobs.writer.task import write_partition
 from tests.e2e.api import ok, unfinished_transactions
+from tests.spark.conftest import job_env
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPIC = "out"
@@ -519,7 +520,7 @@ def test_a_driver_killed_before_or_after_its_commit_leaves_each_row_once_after_r
     script = tmp_path / "job.py"
     script.write_text(JOB)
     args = [sys.executable, str(script), url, str(tmp_path / "in"), str(tmp_path / "checkpoint")]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = job_env(PYTHONPATH=str(ROOT))
 
     job = _run_until_paused([*args, "1", "before", str(tmp_path / "paused-before")], env, tmp_path / "paused-before")
     try:
@@ -608,7 +609,7 @@ def test_a_task_whose_python_worker_is_killed_mid_write_is_retried_and_each_row_
     script = tmp_path / "job.py"
     script.write_text(TASK_KILL_JOB)
     done = subprocess.run([sys.executable, str(script), url, str(kill_partition), str(kill_after), str(attempts)],
-                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+                          cwd=ROOT, env=job_env(PYTHONPATH=str(ROOT)), capture_output=True, text=True,
                           timeout=240)
     assert done.stdout.strip().endswith("done"), f"{where}\n{done.stdout[-3000:]}{done.stderr[-5000:]}"
 
