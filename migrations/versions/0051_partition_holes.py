@@ -27,10 +27,10 @@ depends_on = None
 
 
 def upgrade() -> None:
-    for dialect in ("postgresql", "sqlite"):
-        run_sql_file(f"0051_partition_holes.{dialect}.sql", dialect=dialect)
+    run_sql_file("0051_partition_holes.postgresql.sql", dialect="postgresql")
+    run_sql_file("0051_partition_holes.sqlite.sql", dialect="sqlite")
 
 
 def downgrade() -> None:
-    for dialect in ("postgresql", "sqlite"):
-        run_sql_file(f"0051_downgrade_partition_holes.{dialect}.sql", dialect=dialect)
+    run_sql_file("0051_downgrade_partition_holes.postgresql.sql", dialect="postgresql")
+    run_sql_file("0051_downgrade_partition_holes.sqlite.sql", dialect="sqlite")

@@ -554,8 +554,10 @@ def test_acls_add_list_and_remove_print_the_https_answers(served, outbox, monkey
     listed = outbox("--url", url, "acls", "list", "--topic", topic).json
     expected_list = served.admin().get("/v1/acls", params={"resource_type": "topic", "resource_name": topic}).json()
     table = outbox("--url", url, "acls", "list", "--topic", topic, "--table")
-    monkeypatch.setenv("OUTBOX_DATABASE_URL", served.db_url)
-    direct = outbox("acls", "list", "--topic", topic).json
+    with monkeypatch.context() as on_the_database:  # an API key in the environment is for a service
+        on_the_database.delenv("OUTBOX_API_KEY")
+        on_the_database.setenv("OUTBOX_DATABASE_URL", served.db_url)
+        direct = outbox("acls", "list", "--topic", topic).json
     removed = outbox("--url", url, "acls", "remove", *flags).json
 
     assert added == {"acls": [{**binding, "created": True}]}
