@@ -101,9 +101,8 @@ class DatabaseGauges:
         listed_groups = {g.group_id for g in out}
         cut: set[str] = set()
         if len(committed) > len(counted):
-            listed = {(c.group_id, c.topic_id, c.partition) for c in counted}
-            ids = {t.name: t.topic_id for t in every_topic}
-            cut.update(g for g, t, p in committed if g in listed_groups and (g, ids[t], p) not in listed)
+            listed = {(g.group_id, g.topic, g.partition) for g in out}
+            cut.update(g for g, t, p in committed if g in listed_groups and (g, t, p) not in listed)
         unknown_left_out = 0
         for g, _, _ in unknown:
             unknown_left_out += 1

@@ -43,7 +43,7 @@ from app.domain.log_start import Across
 from app.domain.offsets import ReadOrder
 from app.domain.types import RecordState
 from app.storage import dialect
-from app.storage.tables import group_offsets, partitions, record_batches, records
+from app.storage.tables import TXN_SPAN, group_offsets, partitions, record_batches, records
 
 
 def committed_batch(b: Table | Any = record_batches) -> ColumnElement[bool]:
@@ -77,12 +77,6 @@ def run_start(b: Table | Any, lo: Any, log_start: Any) -> ColumnElement[Any]:
     transactional one's from the log start (all of its records are positioned at its
     commit_position). One bound, never two on the offset."""
     return dialect.greatest(b.c.base_offset, case((plain_batch(b), lo), else_=log_start))
-
-
-def txn_span(b: Table | Any = record_batches) -> ColumnElement[Any]:
-    """How far a committed transactional batch's first offset lies below its COMMIT marker:
-    the expression ix_record_batches_txn_span holds, written as it is there."""
-    return b.c.commit_position - b.c.base_offset
 
 
 def run_end(b: Table | Any) -> ColumnElement[Any]:
@@ -173,13 +167,12 @@ def committed_across(conn: Connection, topic_id: int, partition: int, position: 
 
 @cache
 def widest_txn_span_stmt() -> Any:
-    """The partition's largest txn_span (parameters topic_id and partition), NULL if it has no
-    committed transactional batch: the last entry of ix_record_batches_txn_span, whose
-    predicate is written out so that the index serves, and read off its end by ORDER BY its
-    expression DESC LIMIT 1 (no row of the index has a NULL span, which PostgreSQL's DESC
-    would put first)."""
-    rb = record_batches
-    span = txn_span(rb)
+    """The partition's largest span (tables.TXN_SPAN; parameters topic_id and partition),
+    NULL if it has no committed transactional batch: the last entry of
+    ix_record_batches_txn_span, whose predicate is written out so that the index serves, and
+    read off its end by ORDER BY its expression DESC LIMIT 1 (no row of the index has a NULL
+    span, which PostgreSQL's DESC would put first)."""
+    rb, span = record_batches, TXN_SPAN
     return (select(span).where(rb.c.topic_id == bindparam("topic_id", type_=BigInteger()),
                                rb.c.partition == bindparam("partition", type_=BigInteger()), rb.c.txn_id.is_not(None),
                                committed_batch(rb), rb.c.control_type.is_(None))
@@ -190,14 +183,14 @@ def widest_txn_span_stmt() -> Any:
 def committed_across_stmt(dialect_name: str) -> Any:
     """committed_across's query, its parameters topic_id, partition, position and log_start:
     one row, the lowest record offset and the lowest and highest marker offsets (NULLs where
-    nothing lies across); and `before`, position + the partition's largest txn_span
+    nothing lies across); and `before`, position + the partition's largest span (TXN_SPAN)
     (widest_txn_span_stmt), the walk's upper bound. Built once per dialect: building it cost
     more than running it.
 
     The walk is a range of ix_record_batches_committed_txn, the committed transactional
     batches, bounded on both sides. Below: commit_position >= position. Above: a batch across
     the position has base_offset < position <= commit_position, so its commit_position is
-    below position + its span (txn_span), and so below `before`. Unbounded above, the walk
+    below position + its span (TXN_SPAN), and so below `before`. Unbounded above, the walk
     read every committed transaction past the position: 100,000 of them cost 648 ms on
     PostgreSQL and 250 ms on SQLite, under the partition's append lock (docs/benchmarks.md,
     "DeleteRecords' walk"). Bounded, it reads the transactions whose markers lie in that

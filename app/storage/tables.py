@@ -310,11 +310,15 @@ Index(
 # commit position further past it than that. `control_type IS NULL` (true of every row the
 # other two conditions hold: a marker's row has no commit_position) is what that walk's WHERE
 # does not say, so that neither database can take this index for the walk, read whole.
+# A committed transactional batch's span, how far its first offset lies below its COMMIT
+# marker: the expression this index holds, and the one read_committed.widest_txn_span_stmt
+# reads off it (written alike, or the index would not serve).
+TXN_SPAN = record_batches.c.commit_position - record_batches.c.base_offset
 Index(
     "ix_record_batches_txn_span",
     record_batches.c.topic_id,
     record_batches.c.partition,
-    record_batches.c.commit_position - record_batches.c.base_offset,
+    TXN_SPAN,
     sqlite_where=text("txn_id IS NOT NULL AND commit_position IS NOT NULL AND control_type IS NULL"),
     postgresql_where=text("txn_id IS NOT NULL AND commit_position IS NOT NULL AND control_type IS NULL"),
 )
