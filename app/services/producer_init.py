@@ -124,8 +124,14 @@ class ProducerInit:
                 f"transaction_timeout_ms must be in {self.settings.transaction_timeout_limit}"
             )
         for _ in range(_INIT_ATTEMPTS):
-            result = self._init_once(transactional_id, timeout_ms, producer_id, producer_epoch, keep_prepared_txn,
-                                     principal, transaction_version, durability)
+            try:
+                result = self._init_once(transactional_id, timeout_ms, producer_id, producer_epoch,
+                                         keep_prepared_txn, principal, transaction_version, durability)
+            except txns.TransactionalIdCreated:
+                # Another InitProducerId of this new id inserted its row first: this one is a
+                # second instance, which the next attempt treats as such (it bumps the epoch,
+                # fencing the first), as if it had come a moment later.
+                continue
             if result is not None:
                 return result
             if not self.settings.complete_inline:

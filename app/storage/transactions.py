@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy import (BigInteger, Connection, Integer, and_, bindparam, case, delete, func, insert, literal,
                         literal_column, null, select, true, type_coerce, union_all, update)
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from app.domain.errors import ConcurrentTransactions
 from app.domain.offsets import OffsetToCommit, OffsetToStage, ReadOrder
@@ -240,6 +240,11 @@ def _holding_stmt(dialect_name: str) -> Any:
     return dialect.lock_row(dialect_name, stmt, RowLock.UPDATE)
 
 
+class TransactionalIdCreated(Exception):
+    """insert_new found its transactional id's row inserted by a concurrent transaction
+    (PostgreSQL; SQLite's writers take turns). The database transaction is aborted."""
+
+
 class RowLockBusy(Exception):
     """lock_now could not take its lock at once. PostgreSQL has aborted the database
     transaction: the caller starts it again, taking the lock it needs from the start."""
@@ -298,13 +303,20 @@ def insert_new(
     transaction_version: TransactionVersion = TransactionVersion.V1,
     durability: Durability = Durability.SEND,
 ) -> TransactionMetadata:
-    """A new transactional id's row, Empty; answers the metadata it holds."""
+    """A new transactional id's row, Empty; answers the metadata it holds. On PostgreSQL a
+    concurrent InitProducerId of the same new id may have inserted it first (the caller's
+    FOR UPDATE read found no row to lock): raised as TransactionalIdCreated, the database
+    transaction aborted; the caller starts again and finds the row."""
     meta = TransactionMetadata(
         transactional_id=transactional_id, producer_id=ProducerId(producer_id),
         producer_epoch=ProducerEpoch(producer_epoch), state=TransactionState.EMPTY, txn_id=None,
         transaction_timeout_ms=transaction_timeout_ms, txn_started_ms=None, updated_ms=now_ms,
         transaction_version=transaction_version, durability=durability)
-    conn.execute(insert(transactions).values({c: _stored_value(getattr(meta, c)) for c in ("transactional_id", *STORED)}))
+    try:
+        conn.execute(insert(transactions).values({c: _stored_value(getattr(meta, c))
+                                                  for c in ("transactional_id", *STORED)}))
+    except IntegrityError as e:
+        raise TransactionalIdCreated(transactional_id) from e
     return meta
 
 
