@@ -19,6 +19,19 @@ materialised, nothing collected), with the same number of tasks (--tasks):
 - records raw: spark.read.jdbc of the log's table `records` itself, the same splits as
   offset ranges, every row of them as stored (aborted records and markers too), no
   visibility: what reading the log's rows where they are costs before read_committed;
+- table_raw: the log's table itself as the JVM read would read it were there no visibility:
+  Spark's JDBC reader over each of the topic's leaves of `records` (records_<topic_id>_<p>, the
+  table a partition's view reads), one JDBC relation a leaf, unioned, one predicate per split
+  the JVM read plans (the split's [start, end) as a range of offsets: the leaf's primary key),
+  fetching the eight columns the JVM read fetches (STORED_TYPES), as the partition's view's
+  self-committed part selects them (the topic's name written in, the offset as commit_position)
+  but with no filter at all: every row of the leaves, aborted and open records and markers too,
+  as fetched, nothing made from them, under the JVM read's connection properties (jit off);
+  table_raw_map: those rows with the JVM read's declared schema and conversions (read_jvm's
+  `declared` and record_columns: the timestamp made, headers parsed into a map): jvm's Spark
+  side over the table, jvm less read_committed; table_raw_json: the same with
+  headersFormat=json (headers left as text), jvm_json less read_committed; server_table_raw:
+  table_raw's split queries executed by the server (as server_plain);
 - view, JDBC: spark.read.jdbc of the view committed_records with the same per-partition
   predicates as the reader, the same columns as text, nothing decoded, `jit=off` on its
   connections as on the JVM read's and on a role `outbox grant-reader` makes: what the view
@@ -117,11 +130,12 @@ materialised, nothing collected), with the same number of tasks (--tasks):
   (`where partition = …`; the data source then plans that partition's splits only, the JVM
   read's other splits return nothing), each against plain_pruned.
 
-The ratios: plain JDBC / variant, records_raw / variant, and the variant's own reference
+The ratios: plain JDBC / variant, then records_raw / variant and table_raw / variant (each
+when chosen; table_raw's also as the median and range of each round's ratio), and the variant's own reference
 (REFERENCE: plain_count for counts, plain_pruned for pruned reads, server_plain for the server's
 executions, server_plain's own included, plain for the rest) / variant, as a ratio of medians
 and as the median (and range) of each round's ratio. A server variant is the server's
-execution alone, no Spark read: its plain JDBC and records_raw columns are left empty (–),
+execution alone, no Spark read: its plain JDBC, records_raw and table_raw columns are left empty (–),
 and its reference is measured in the same rounds (added when not chosen).
 
     .venv/bin/python benchmarks/spark_source.py --fill          # create and fill the scratch database
@@ -156,19 +170,22 @@ import step3_prototype  # noqa: E402
 from scratch import ADMIN_URL, kept_database  # noqa: E402
 
 from spark_jobs.datasource import read_outbox  # noqa: E402
-from spark_jobs.reader.jvm import STORED_TYPES, VIEW, parsed_headers, read_jvm, record_columns, stored_rows  # noqa: E402
+from spark_jobs.reader.jvm import (  # noqa: E402
+    STORED_TYPES, VIEW, declared, parsed_headers, read_jvm, record_columns, stored_rows)
 from spark_jobs.reader.jvm import connection_properties as jvm_connection_properties  # noqa: E402
 from spark_jobs.reader.jvm import predicates as jvm_predicates  # noqa: E402
 from spark_jobs.reader.options import parse_options  # noqa: E402
 from spark_jobs.reader.planning import Pruning, plan_splits, snapshot, starting_committed  # noqa: E402
-from spark_jobs.reader.statement import positions_predicate  # noqa: E402
+from spark_jobs.reader.statement import positions_predicate, sql_string  # noqa: E402
+from app.storage.tables import record_leaf  # noqa: E402
 from spark_jobs.common.positions import batch_ranges, high_watermarks  # noqa: E402
 from spark_jobs.session import build_session  # noqa: E402
 from benchmarks.jdbc_reader import (  # noqa: E402
     CUSTOM_SCHEMA, DEFAULT_FETCHSIZE, JdbcSource, predicates, read_committed, split_range)
 
 DATABASE = "outbox_spark_source_bench"
-VARIANTS = ("plain", "records_raw", "view_jdbc", "view_jdbc_jit", "source_adbc", "source_psycopg",
+VARIANTS = ("plain", "records_raw", "table_raw", "table_raw_map", "table_raw_json", "server_table_raw",
+            "view_jdbc", "view_jdbc_jit", "source_adbc", "source_psycopg",
             "source_adbc_no_headers", "source_adbc_json", "jdbc_reader", "arrow_floor", "jvm", "jvm_no_headers", "jvm_json",
             "jvm_every_partition", "jvm_json_every_partition", "jvm_nullable",
             "jvm_stored", "jvm_headers_text",
@@ -185,9 +202,13 @@ VARIANTS = ("plain", "records_raw", "view_jdbc", "view_jdbc_jit", "source_adbc",
             "server_partition_views", "server_step3_loop", "server_step3_hashview", "server_step3_hash",
             "jvm_spark_join", "jvm_spark_join_no_headers", "jvm_spark_join_count", "jvm_spark_join_batches",
             "jvm_spark_join_records", "server_spark_join", "server_spark_join_batches")
-# Variants whose rows are not the committed records: the prototype's broadcast side alone, and the
-# server's execution of its raw records' split queries (every record but markers) and batches' query.
-NOT_COMMITTED_ROWS = ("records_raw", "jvm_spark_join_batches", "jvm_spark_join_records", "server_spark_join", "server_spark_join_batches")
+# Variants whose rows are not the committed records: the log's table read raw (every row of the
+# topic's leaves), the prototype's broadcast side alone, and the server's execution of its raw
+# records' split queries (every record but markers) and batches' query.
+NOT_COMMITTED_ROWS = ("records_raw", "table_raw", "table_raw_map", "table_raw_json", "server_table_raw",
+                      "jvm_spark_join_batches", "jvm_spark_join_records", "server_spark_join", "server_spark_join_batches")
+# The raw reads of the log's table each variant is also compared with, when chosen.
+TABLE_REFERENCES = ("records_raw", "table_raw")
 # What each variant's ratio is taken against: the raw JDBC read of the same rows, in the same way.
 REFERENCE = {"plain_count": "plain_count", "source_adbc_count": "plain_count", "jvm_count": "plain_count",
              "jvm_nullable_count": "plain_count", "jvm_header_arrays_count": "plain_count",
@@ -199,7 +220,7 @@ REFERENCE = {"plain_count": "plain_count", "source_adbc_count": "plain_count", "
              "server_partition_views": "server_plain", "server_step3_loop": "server_plain",
              "server_step3_hashview": "server_plain", "server_step3_hash": "server_plain",
              "jvm_spark_join_count": "plain_count", "server_spark_join": "server_plain",
-             "server_spark_join_batches": "server_plain"}
+             "server_spark_join_batches": "server_plain", "server_table_raw": "server_plain"}
 # The pruned variants keep one partition of the topic: the last.
 PRUNED = "partition = {last}"
 PLAIN_COLUMNS = '"partition", "offset", commit_position, timestamp_ms, key, value, headers'
@@ -209,6 +230,25 @@ VIEW_SHAPED = "bench_view_rows"
 # taken from it so that a variant never reads more columns than the JVM read does.
 JVM_STORED = [c.split("`")[1] for c in STORED_TYPES.split(", ")]
 JVM_COLUMNS = ", ".join(f'"{c}"' for c in JVM_STORED)
+
+
+def table_raw_statement(topic: str, topic_id: int, partition: int) -> str:
+    """Every row of one log partition's leaf of `records`, with the columns the JVM read fetches
+    (JVM_STORED) made as the partition's view's self-committed part makes them (the topic's name
+    written in, the offset standing for commit_position, which a record row does not hold), but
+    none of its filters: aborted and open records and markers are read too (table_raw)."""
+    return (f'SELECT {sql_string(topic, "postgresql")} AS topic, "partition", "offset", "offset" AS commit_position, '
+            f"timestamp_ms, key, value, headers FROM {record_leaf(topic_id, partition)}")
+
+
+def table_raw_predicates(splits) -> dict[int, list[str]]:  # type: ignore[no-untyped-def]
+    """Each planned split's commit positions [start, end) as the same range of offsets of its
+    partition's leaf (a commit position is an offset of the partition: the splits' ranges, read
+    as offsets, cover every row below the high watermark once), by partition."""
+    out: dict[int, list[str]] = {}
+    for s in splits:
+        out.setdefault(s.range.partition, []).append(f'"offset" >= {int(s.range.start)} AND "offset" < {int(s.range.end)}')
+    return out
 
 
 def fill(url: str, records_per_partition: int, copies: int, partitions: int = committed_log.PARTITIONS) -> None:
@@ -644,7 +684,8 @@ def main(argv: list[str] | None = None) -> int:
 
         # The log's own table, read raw: the same splits as offset ranges, every row of them
         # as stored (aborted records and markers too: about 7 % more rows than are committed),
-        # no visibility at all. Issue 21's first measurement compared against this one.
+        # no visibility at all, over the parent table `records` (table_raw reads the leaves,
+        # as the JVM read's views do, and the JVM read's columns).
         topic_id = spark.read.jdbc(source.url, "topics", properties=props).where(
             f"name = '{committed_log.TOPIC}'").first()["topic_id"]
         raw_predicates = [f'topic_id = {topic_id} AND "partition" = {r.partition} AND "offset" >= {lo} AND "offset" < {hi}'
@@ -655,6 +696,40 @@ def main(argv: list[str] | None = None) -> int:
                                    properties={**props, "customSchema": "`partition` INT, `offset` BIGINT, "
                                                "timestamp_ms BIGINT, key STRING, value STRING, headers STRING"}
                                    ).select("partition", "offset", "timestamp_ms", "key", "value", "headers")
+
+        # The log's table itself, as the JVM read would read it with no visibility: its leaves,
+        # split as the JVM read's plan splits each partition, the JVM read's columns and
+        # connection properties (table_raw_statement).
+        raw_splits = table_raw_predicates(planned()[1])
+        raw_relations = {p: f"({table_raw_statement(committed_log.TOPIC, topic_id, p)}) raw" for p in raw_splits}
+
+        server_reads["server_table_raw"] = ServerRead(server, [
+            f"SELECT {JVM_COLUMNS} FROM {raw_relations[p]} WHERE {pred}" for p in sorted(raw_splits)
+            for pred in raw_splits[p]])
+
+        def table_raw_frames() -> list:  # type: ignore[type-arg]
+            return [spark.read.jdbc(source.url, raw_relations[p], predicates=raw_splits[p],
+                                    properties=jvm_connection_properties(source))
+                    for p in sorted(raw_splits)]
+
+        def table_raw():  # type: ignore[no-untyped-def]
+            from functools import reduce
+
+            return reduce(lambda a, b: a.union(b), table_raw_frames()).select(*JVM_STORED)
+
+        def table_raw_converted(**extra: str):  # type: ignore[no-untyped-def]
+            # read_jvm's steps over the leaves: each relation declared as the data source's
+            # schema says, unioned, the columns made (the timestamp; headers as the format says).
+            from functools import reduce
+
+            from pyspark.sql.types import _parse_datatype_string
+
+            from spark_jobs.reader.batch import schema_ddl
+
+            options = planned(**extra)[0]
+            schema = _parse_datatype_string(schema_ddl(options))
+            frames = [declared(spark, f, schema) for f in table_raw_frames()]
+            return record_columns(reduce(lambda a, b: a.union(b), frames), options)
 
         def jdbc_reader():  # type: ignore[no-untyped-def]
             return read_committed(spark, source, committed_log.TOPIC, ranges, splits=args.tasks // len(ranges))
@@ -668,6 +743,9 @@ def main(argv: list[str] | None = None) -> int:
             "arrow_floor": lambda: spark.read.format("arrow_floor").load(),
             "plain": plain,
             "records_raw": records_raw,
+            "table_raw": table_raw,
+            "table_raw_map": table_raw_converted,
+            "table_raw_json": lambda: table_raw_converted(headersFormat="json"),
             "view_jdbc": view_jdbc,
             "view_jdbc_jit": lambda: view_jdbc(jit_off=False),
             "source_adbc": lambda: source_df(driver="adbc"),
@@ -741,6 +819,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rows: {rows:,}; counts: {counts}; tasks: {source_df().rdd.getNumPartitions()}", file=sys.stderr)
         assert all(c == rows for n, c in counts.items() if n not in NOT_COMMITTED_ROWS and not n.endswith("_pruned")), counts
         assert len({c for n, c in counts.items() if n.endswith("_pruned")}) <= 1, counts
+        if any(n.startswith(("table_raw", "server_table_raw")) for n in chosen):
+            # What the raw read reads beyond the committed records: every row of the leaves.
+            leaf_rows, markers = server.execute(
+                "SELECT count(*), count(*) FILTER (WHERE control_type IS NOT NULL) FROM ("
+                + " UNION ALL ".join(f"SELECT control_type FROM {record_leaf(topic_id, p)}" for p in sorted(raw_splits))
+                + ") r").fetchone()
+            print(f"table_raw: {leaf_rows:,} rows in the topic's leaves: {rows:,} committed records, "
+                  f"{leaf_rows - markers - rows:,} aborted or open records, {markers:,} markers "
+                  f"({leaf_rows / rows:.3f} rows a committed record)", file=sys.stderr)
+            assert all(c == leaf_rows for n, c in counts.items() if n.startswith(("table_raw", "server_table_raw"))), counts
         if "jvm_header_arrays" in chosen:
             differing = header_arrays_prototype.differing_headers(jvm_header_arrays(), jvm())
             with_headers = jvm().where("headers IS NOT NULL").count()
@@ -808,15 +896,25 @@ def main(argv: list[str] | None = None) -> int:
     spark.stop()
 
     medians = {n: statistics.median(s) for n, s in seconds.items()}
+    tables = [t for t in TABLE_REFERENCES if t in chosen]
+    by_round = "table_raw" in chosen
     print(f"| variant | rows | tasks | seconds (median of {args.rounds}) | all runs | rows/s | plain JDBC / variant "
-          "| records_raw / variant | its reference / variant | the same, median of rounds (range) |")
-    print("| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- |")
+          + "".join(f"| {t} / variant " for t in tables)
+          + ("| table_raw / variant, median of rounds (range) " if by_round else "")
+          + "| its reference / variant | the same, median of rounds (range) |")
+    print("| --- | ---: | ---: | ---: | --- | ---: | ---: " + "| ---: " * len(tables) + "| --- " * by_round
+          + "| ---: | --- |")
     for n in chosen:
         # A server variant times the server alone, no Spark read: only server_plain compares.
-        refs = (None, None, REFERENCE[n]) if n in server_reads else ("plain", "records_raw", REFERENCE.get(n, "plain"))
-        of_medians = [f"{medians[ref] / medians[n]:.2f}" if ref in medians else "–" for ref in refs]
+        spark_read = n not in server_reads
+        refs = ("plain", *tables) if spark_read else (None,) * (1 + len(tables))
+        of_medians = [f"{medians[ref] / medians[n]:.2f}" if ref in medians else "–" for ref in (*refs, REFERENCE.get(n, "plain"))]
+        cells = of_medians[:-1]
+        if by_round:
+            cells.append(spread_cell([t / s for t, s in zip(seconds["table_raw"], seconds[n], strict=True)])
+                         if spark_read else "–")
         print(f"| {n} | {counts[n]:,} | {args.tasks} | {medians[n]:.2f} | {rounds_cell(seconds[n])} | "
-              f"{counts[n] / medians[n]:,.0f} | {' | '.join(of_medians)} | {spread_cell(ratios[n])} |")
+              f"{counts[n] / medians[n]:,.0f} | {' | '.join(cells)} | {of_medians[-1]} | {spread_cell(ratios[n])} |")
     return 0
 
 
