@@ -13,7 +13,8 @@ request in flight, answered before the next is read, so answers go out in reques
 mutes a channel while its request is processed). Every service call runs in a worker thread,
 never on the event loop, and so do the reading and writing of a large frame, and the writing
 of every Fetch's and Metadata's answer (either can be megabytes for a small request). A frame that
-cannot be read as a request closes the connection, as Kafka does, logged at INFO without a
+cannot be read as a request, or asks for an API or version not served (ApiVersions aside,
+answered UNSUPPORTED_VERSION), closes the connection, as Kafka does, logged at INFO without a
 traceback: it is the client's mistake.
 
 With authentication on, a connection authenticates first (SASL/PLAIN or SCRAM with an API key, over TLS
@@ -350,16 +351,17 @@ class KafkaListener:
         start = time.perf_counter()
         api_key, api_version, correlation_id = protocol.prefix(frame)
         if not is_served(api_key, api_version):
-            if api_key == ApiKey.API_VERSIONS:
-                # Kafka answers a version of ApiVersions it does not know with version 0 and
-                # UNSUPPORTED_VERSION, listing what it serves: the client retries with one of those.
-                answer = api_versions_answer(0, ErrorCode.unsupported_version)
-            else:
-                answer = protocol.unsupported_version(api_key, api_version)
-                if answer is None:
-                    raise protocol.Unparseable(f"API key {api_key} version {api_version} is not a Kafka request")
-                logger.info("Kafka listener: API key %d version %d is not served: answered UNSUPPORTED_VERSION",
-                            api_key, api_version)
+            if api_key != ApiKey.API_VERSIONS:
+                # Closed unanswered, as Kafka closes it: a client learns the versions served
+                # from ApiVersions and asks for no other. An answer built for a version not
+                # served has no error field where its API has none at the top (Produce v13's
+                # empty answer read as a success), so no answer is the one that cannot mislead.
+                self._account(UNSUPPORTED, api_version, correlation_id, None, session, writer, {}, start,
+                              "not served: the connection closed")
+                raise protocol.Unparseable(f"API key {api_key} version {api_version} is not served")
+            # Kafka answers a version of ApiVersions it does not know with version 0 and
+            # UNSUPPORTED_VERSION, listing what it serves: the client retries with one of those.
+            answer = api_versions_answer(0, ErrorCode.unsupported_version)
             self._account(UNSUPPORTED, api_version, correlation_id, None, session, writer,
                           protocol.error_codes(answer), start)
             return protocol.encode(correlation_id, answer)
