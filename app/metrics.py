@@ -184,7 +184,7 @@ CLEANER_LAST_SUCCESS = Gauge(
 KAFKA_REQUESTS = Counter(
     "outbox_kafka_requests",
     "Kafka-protocol requests answered, by API (Produce, Fetch, ...; unsupported: a version or API "
-    "not served, answered UNSUPPORTED_VERSION).",
+    "not served: an ApiVersions answered UNSUPPORTED_VERSION, any other closing its connection).",
     ["api"],
 )
 KAFKA_REQUEST_DURATION = Histogram(

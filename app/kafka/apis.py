@@ -208,17 +208,21 @@ class Apis:
         assert m is not None
         b = self.broker
         resource = coordinator_resource(body)
+        # A key_type of no coordinator served: every key INVALID_REQUEST and no broker named, as
+        # Kafka answers it (answered NONE with this broker, the client took it for a coordinator).
+        unknown = None if resource is not None else f"key_type {body.key_type} is none of 0 (group), 1 (transaction)"
 
-        def code(key: str) -> ErrorCode:
-            return refusal_code(Operation.DESCRIBE, resource(key)) or ErrorCode.none
+        def answer(key: str) -> dict[str, Any]:
+            if resource is None:
+                return {"error_code": ErrorCode.invalid_request, "error_message": unknown,
+                        "node_id": -1, "host": "", "port": -1}
+            code = refusal_code(Operation.DESCRIBE, resource(key)) or ErrorCode.none
+            return {"error_code": code, "error_message": None, "node_id": b.node_id, "host": b.host, "port": b.port}
 
         if version >= 4:
             return build(m.FindCoordinatorResponse, throttle_time=NO_WAIT, coordinators=tuple(
-                build(m.Coordinator, key=key, node_id=b.node_id, host=b.host, port=b.port, error_code=code(key),
-                      error_message=None)
-                for key in body.coordinator_keys))
-        return build(m.FindCoordinatorResponse, throttle_time=NO_WAIT, error_code=code(body.key), error_message=None,
-                     node_id=b.node_id, host=b.host, port=b.port)
+                build(m.Coordinator, key=key, **answer(key)) for key in body.coordinator_keys))
+        return build(m.FindCoordinatorResponse, throttle_time=NO_WAIT, **answer(body.key))
 
     # --- InitProducerId --------------------------------------------------------------------
 

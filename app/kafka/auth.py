@@ -358,19 +358,22 @@ def _init_producer_id(body: Any) -> list[Need]:
     return _transactional(body, body.transactional_id)
 
 
-_FIND_TRANSACTION = 1  # FindCoordinator's key_type: 0 a group, 1 a transactional id
+# FindCoordinator's key_types, and the resource each key of one names: 0 a group, 1 a
+# transactional id. Kafka's others (2, a share group's) are not served.
+_COORDINATOR_RESOURCES: dict[int, Callable[[str], Resource]] = {0: acl.group, 1: acl.transactional_id}
 
 
-def coordinator_resource(body: Any) -> Callable[[str], Resource]:
-    """The resource of each key a FindCoordinator asks for: a transactional id's for key_type 1,
-    else a group's. Version 0 has no key_type: it finds a group's coordinator."""
-    return acl.transactional_id if getattr(body, "key_type", 0) == _FIND_TRANSACTION else acl.group
+def coordinator_resource(body: Any) -> Callable[[str], Resource] | None:
+    """The resource of each key a FindCoordinator asks for by its key_type; None for a key_type
+    that is none of them, which Kafka answers INVALID_REQUEST, checking nothing. Version 0 has
+    no key_type: it finds a group's coordinator."""
+    return _COORDINATOR_RESOURCES.get(getattr(body, "key_type", 0))
 
 
 def _find_coordinator(body: Any) -> list[Need]:
     keys = body.coordinator_keys if hasattr(body, "coordinator_keys") else (body.key,)
     resource = coordinator_resource(body)
-    return [(Operation.DESCRIBE, resource(k)) for k in keys]
+    return [] if resource is None else [(Operation.DESCRIBE, resource(k)) for k in keys]
 
 
 def _add_partitions(body: Any) -> list[Need]:

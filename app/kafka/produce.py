@@ -27,6 +27,12 @@ from app.kafka.decompressed import CODECS, BudgetSpent, DecompressedBudget
 from app.kafka.errors import error_code, transactional_code
 from app.kafka.protocol import NO_WAIT, CloseConnection, build, partitions_once, response_module
 
+# The acks a producer may ask for: none (0), the leader's (1), every in-sync replica's (-1).
+# Here each is the same durable append, but any other value is refused before anything is
+# read, as Kafka's replica manager refuses it (INVALID_REQUIRED_ACKS for every partition):
+# answered NONE, a client that misconfigured its acks would believe some guarantee held.
+VALID_ACKS = frozenset({0, 1, -1})
+
 # The topics whose value format Produce remembers, the most recently produced to: what a
 # listener holds does not grow with the number of topics, nor with what its callers name.
 VALUE_FORMATS_REMEMBERED = 1_024
@@ -75,7 +81,9 @@ class ProduceApi:
         # answered (the answer is its partitions'). Checked topic by topic among the writes, it
         # was left unchecked, found so after the others were written, and the connection closed
         # unanswered: the client's retry wrote them again.
-        denials = {name: refusal or refusal_code(Operation.WRITE, acl.topic(name))
+        # A partition the principal may write is then refused for acks outside VALID_ACKS.
+        unacked = None if body.acks in VALID_ACKS else ErrorCode.invalid_required_acks
+        denials = {name: refusal or refusal_code(Operation.WRITE, acl.topic(name)) or unacked
                    for name in dict.fromkeys(t.name for t in body.topic_data)}
         access().hold_to_rules(ApiKey.PRODUCE, body)
         for topic, named in written:

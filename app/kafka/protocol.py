@@ -16,7 +16,6 @@ import itertools
 import struct
 import types
 import typing
-import uuid
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache
@@ -507,49 +506,3 @@ def build(cls: type, **values: Any) -> Any:
         if unsaid is not None and not unsaid:
             unsaid.append(str(message))
     return cls(**{k: v for k, v in values.items() if k in names})
-
-
-def unsupported_version(api_key: int, api_version: int) -> Any | None:
-    """The answer to a request whose API or version is not served but whose response type kio
-    knows: that response with every error code UNSUPPORTED_VERSION and every other field empty
-    (ApiVersions has its own answer: api_versions_fallback). None: no such type, and Kafka
-    closes the connection."""
-    cls = response_class(api_key, api_version)
-    if cls is None:
-        return None
-    try:
-        return _empty(cls)
-    except (TypeError, ValueError):
-        return None
-
-
-def _empty(cls: type) -> Any:
-    hints = typing.get_type_hints(cls)
-    values = {}
-    for f in dataclasses.fields(cls):
-        if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
-            continue
-        values[f.name] = _empty_value(hints[f.name])
-    return cls(**values)
-
-
-def _empty_value(hint: Any) -> Any:
-    args = typing.get_args(hint)
-    if hint is ErrorCode:
-        return ErrorCode.unsupported_version
-    if typing.get_origin(hint) in (types.UnionType, typing.Union) and type(None) in args:
-        return None
-    if typing.get_origin(hint) is tuple:
-        return ()
-    base = getattr(hint, "__supertype__", hint)
-    while hasattr(base, "__supertype__"):
-        base = base.__supertype__
-    if dataclasses.is_dataclass(base):
-        return _empty(base)  # type: ignore[arg-type]
-    if isinstance(base, type):
-        # kio's primitives are subclasses of the builtin types (phantom types)
-        for builtin, empty in ((bool, False), (int, 0), (str, ""), (bytes, b""), (uuid.UUID, uuid.UUID(int=0)),
-                               (datetime.timedelta, datetime.timedelta(0))):
-            if issubclass(base, builtin):
-                return empty
-    raise TypeError(f"no empty value for {hint!r}")

@@ -37,6 +37,18 @@ class KafkaSettings(LogSettings):
     # holds at once, while they arrive and until they are answered; a frame that does not fit
     # waits (app.services.byte_budget). At least OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES.
     kafka_queued_max_request_bytes: int = Field(default=536_870_912, ge=1024, le=2**63 - 1)
+    # Of those, the bytes one principal's frames hold; a frame past it waits as one past the
+    # total does, its connection read no further, holding no place among the total's frames.
+    # The budget is taken before a frame is read, so before its ACLs are checked: without a
+    # share, a principal with a key and no ACL held the whole budget with six connections each
+    # declaring a 100 MiB frame and sending a byte, and every other principal's large Produce
+    # waited until they closed (up to OUTBOX_KAFKA_CONNECTIONS_MAX_IDLE_MS). Between
+    # OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES (one whole frame fits) and the total; left unset, it
+    # follows either where they leave 128 MiB (a quarter of the total, as the HTTP door's share)
+    # outside. Before authentication a frame takes nothing (auth.UNAUTHENTICATED_MAX_FRAME_BYTES
+    # is under the budget's FREE_BELOW_BYTES); authentication off, every client is one
+    # principal whose share is the whole budget (app.kafka.server).
+    kafka_queued_max_request_bytes_per_principal: int = Field(default=134_217_728, ge=1024, le=2**63 - 1)
     # Kafka's max.connections: connections past it are closed as they are accepted.
     kafka_max_connections: int = Field(default=1000, ge=1)
     # Kafka's max.connections.per.ip: connections from one client address past it are closed as
@@ -111,6 +123,19 @@ class KafkaSettings(LogSettings):
         if self.kafka_queued_max_request_bytes < self.kafka_socket_request_max_bytes:
             raise ValueError("OUTBOX_KAFKA_QUEUED_MAX_REQUEST_BYTES is less than OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES: "
                              "a frame of the largest size would never be read")
+        if "kafka_queued_max_request_bytes_per_principal" not in self.model_fields_set:
+            # Left at its default, within the total set lower and above a larger frame's bound,
+            # so that a deployment which set either alone starts as it did before the share
+            # existed. Set in __dict__, as below.
+            self.__dict__["kafka_queued_max_request_bytes_per_principal"] = min(
+                max(self.kafka_queued_max_request_bytes_per_principal, self.kafka_socket_request_max_bytes),
+                self.kafka_queued_max_request_bytes)
+        if self.kafka_queued_max_request_bytes_per_principal > self.kafka_queued_max_request_bytes:
+            raise ValueError("OUTBOX_KAFKA_QUEUED_MAX_REQUEST_BYTES_PER_PRINCIPAL exceeds "
+                             "OUTBOX_KAFKA_QUEUED_MAX_REQUEST_BYTES")
+        if self.kafka_queued_max_request_bytes_per_principal < self.kafka_socket_request_max_bytes:
+            raise ValueError("OUTBOX_KAFKA_QUEUED_MAX_REQUEST_BYTES_PER_PRINCIPAL is less than "
+                             "OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES: a frame of the largest size would never be read")
         if (self.kafka_max_connections_per_ip is not None
                 and self.kafka_max_connections_per_ip > self.kafka_max_connections):
             # Past OUTBOX_KAFKA_MAX_CONNECTIONS every new connection is closed, whatever its

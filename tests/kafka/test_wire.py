@@ -7,6 +7,8 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import struct
+import time
+import uuid
 from typing import Any
 
 import pytest
@@ -96,14 +98,41 @@ def test_api_versions_of_a_version_too_new_is_answered_with_version_0_and_the_li
     assert {k.api_key: (k.min_version, k.max_version) for k in answer.api_keys} == SERVED
 
 
-def test_an_api_not_served_is_answered_unsupported_version_and_the_connection_kept(kafka: Listener) -> None:
-    # JoinGroup 8 (a version past the served ones: SERVED has 0 to 7)
+def test_a_version_not_served_closes_the_connection_unanswered_as_kafka_does(kafka: Listener) -> None:
+    # JoinGroup 8 (a version past the served ones: SERVED has 0 to 7). Answered UNSUPPORTED_VERSION
+    # before, while a version whose answer has no error field of its own was answered empty.
     assert SERVED[11][1] < 8
     with kafka.connect() as s:
-        answer = ask(s, 11, 8, join_group_v8())
-        assert answer.error_code == ErrorCode.unsupported_version
+        s.sendall(frame(11, 8, join_group_v8()))
+        assert closed(s)
+    with kafka.connect() as s:  # the listener serves the next connection
         again = ask(s, 18, 3, request_class(18, 3)(client_software_name="t", client_software_version="1"), 8)
         assert again.error_code == ErrorCode.none
+
+
+def test_a_produce_of_a_version_not_served_closes_the_connection_and_writes_nothing(kafka: Listener) -> None:
+    # Produce 13 names its topics by id: not served. Its empty answer, with no error field at
+    # the top and no partitions, was read by a client as a success.
+    create_topic(kafka.client, "orders")
+    assert SERVED[0][1] < 13
+    m = request_class(0, 13)
+    assert m is not None
+    mod = __import__(m.__module__, fromlist=["x"])
+    body = m(transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=5), topic_data=(
+        mod.TopicProduceData(topic_id=uuid.uuid4(), partition_data=(
+            mod.PartitionProduceData(index=0, records=_records([b'"a"'])),)),))
+    with kafka.connect() as s:
+        s.sendall(frame(0, 13, body))
+        assert read_frame(s) is None
+    assert _stored(kafka) == []
+
+
+def test_metadata_and_fetch_of_versions_kio_does_not_know_close_the_connection(kafka: Listener) -> None:
+    for api_key in (1, 3):  # Fetch, Metadata
+        with kafka.connect() as s:
+            head = struct.pack(">hhi", api_key, 99, 5) + struct.pack(">h", 4) + b"test" + b"\x00"
+            s.sendall(struct.pack(">i", len(head)) + head)
+            assert closed(s)
 
 
 def test_an_unknown_api_key_closes_the_connection(kafka: Listener) -> None:
@@ -314,6 +343,28 @@ def test_acks_0_is_not_answered_and_the_next_request_is(kafka: Listener) -> None
     assert _stored(kafka) == [(0, None, "a")]
 
 
+@pytest.mark.parametrize("acks", [5, 2, -2])
+def test_acks_other_than_0_1_and_minus_1_are_invalid_required_acks_and_nothing_is_written(
+        kafka: Listener, acks: int) -> None:
+    # As Kafka's replica manager: every partition refused, none read. Appended and answered
+    # NONE before.
+    create_topic(kafka.client, "orders", partitions=2)
+    m = request_class(0, 9)
+    mod = __import__(m.__module__, fromlist=["x"])
+    body = m(transactional_id=None, acks=acks, timeout=datetime.timedelta(seconds=5), topic_data=(
+        mod.TopicProduceData(name="orders", partition_data=tuple(
+            mod.PartitionProduceData(index=p, records=_records([b'"a"'])) for p in (0, 1))),))
+    with kafka.connect() as s:
+        answer = ask(s, 0, 9, body)
+        # The connection serves the next Produce.
+        after = _partition_answer(ask(s, 0, 9, _produce("orders", 1, _records([b'"b"'])), correlation_id=8))
+    assert _answered(answer) == [("orders", 0, ErrorCode.invalid_required_acks, -1),
+                                 ("orders", 1, ErrorCode.invalid_required_acks, -1)]
+    assert _stored(kafka, partition=0) == []
+    assert (after.error_code, after.base_offset) == (ErrorCode.none, 0)
+    assert _stored(kafka, partition=1) == [(0, None, "b")]
+
+
 def test_an_idempotent_retry_is_answered_with_the_first_offsets_and_written_once(kafka: Listener) -> None:
     create_topic(kafka.client, "orders")
     with kafka.connect() as s:
@@ -388,6 +439,23 @@ def test_a_frame_that_never_completes_closes_the_connection_once_idle(kafka: Lis
     with listener_with(kafka, kafka_connections_max_idle_ms=300) as quick, quick.connect() as s:
         s.sendall(struct.pack(">i", 100) + b"\x00\x12")  # 2 of the 100 bytes announced
         assert closed(s)
+
+
+def test_a_frame_that_trickles_in_a_byte_at_a_time_has_the_idle_time_to_arrive_whole(kafka: Listener) -> None:
+    # Kafka would keep it while bytes come; here it holds its room in the frame budget no
+    # longer than OUTBOX_KAFKA_CONNECTIONS_MAX_IDLE_MS however it trickles (README).
+    with listener_with(kafka, kafka_connections_max_idle_ms=300) as quick, quick.connect() as s:
+        s.sendall(struct.pack(">i", 100))
+        sent = 0
+        try:
+            for _ in range(100):  # a byte every 50 ms: never 300 ms without one, 5 s in all
+                s.sendall(b"\x00")
+                sent += 1
+                time.sleep(0.05)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        assert closed(s)
+    assert sent < 60
 
 
 @pytest.mark.parametrize("codec", [1, 2, 3, 4], ids=["gzip", "snappy", "lz4", "zstd"])
@@ -802,6 +870,26 @@ def test_a_batch_whose_compression_codec_names_none_is_corrupt_message_and_the_c
     assert _answered(answer) == [("blobs", 0, ErrorCode.none, 0), ("blobs", 1, ErrorCode.corrupt_message, -1)]
     assert (again.error_code, again.base_offset) == (ErrorCode.none, 0)  # on the same connection
     assert [len(_stored_values(kafka, p)) for p in range(2)] == [1, 1]
+
+
+@pytest.mark.parametrize("version", [1, 3, 4])
+def test_find_coordinator_of_an_unknown_key_type_is_an_invalid_request_naming_no_broker(
+        kafka: Listener, version: int) -> None:
+    # As Kafka: answered NONE with this broker before, the client took it for a coordinator.
+    m = request_class(10, version)
+    with kafka.connect() as s:
+        if version >= 4:
+            answer = ask(s, 10, version, m(key_type=9, coordinator_keys=("group-a", "tx")))
+            assert [(c.key, c.error_code, c.node_id, c.host, c.port) for c in answer.coordinators] == [
+                ("group-a", ErrorCode.invalid_request, -1, "", -1), ("tx", ErrorCode.invalid_request, -1, "", -1)]
+            assert answer.coordinators[0].error_message == "key_type 9 is none of 0 (group), 1 (transaction)"
+        else:
+            answer = ask(s, 10, version, m(key="group-a", key_type=9))
+            assert (answer.error_code, answer.node_id, answer.host, answer.port) == (
+                ErrorCode.invalid_request, -1, "", -1)
+        # The connection serves the next request: a key_type served.
+        good = ask(s, 10, 4, request_class(10, 4)(key_type=1, coordinator_keys=("tx",)), correlation_id=8)
+    assert [(c.error_code, c.node_id, c.port) for c in good.coordinators] == [(ErrorCode.none, 0, kafka.port)]
 
 
 def test_find_coordinator_version_0_without_a_key_type_finds_a_group_s(kafka: Listener) -> None:

@@ -1,6 +1,7 @@
 """The bytes of large requests a door holds at once (app.services.byte_budget): the Kafka
 listener's frames (OUTBOX_KAFKA_QUEUED_MAX_REQUEST_BYTES) and the HTTP door's bodies
-(OUTBOX_HTTP_MAX_QUEUED_BODY_BYTES)."""
+(OUTBOX_HTTP_MAX_QUEUED_BODY_BYTES), and a principal's share of the Kafka listener's
+(OUTBOX_KAFKA_QUEUED_MAX_REQUEST_BYTES_PER_PRINCIPAL), which waits as the budget does."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import asyncio
 import pytest
 
 from app.services.byte_budget import FREE_BELOW_BYTES, ByteBudget
+from app.services.shares import Shares
 
 LARGE = FREE_BELOW_BYTES + 1
 
@@ -79,3 +81,49 @@ def test_a_waiter_cancelled_holds_nothing_and_lets_the_next_in(granted_first: bo
         return budget.held, behind.done()
 
     assert asyncio.run(scenario()) == (LARGE, True)
+
+
+# --- a principal's share that waits (app.services.shares.Shares.take): the Kafka door's frames ---
+
+
+def test_a_principals_amount_past_its_share_waits_until_it_gives_back_and_others_do_not() -> None:
+    async def scenario() -> list[str]:
+        shares, seen = Shares(2 * LARGE), []
+        await shares.take("User:mallory", 2 * LARGE)
+        waiting = asyncio.ensure_future(shares.take("User:mallory", LARGE))
+        await asyncio.sleep(0.01)
+        await asyncio.wait_for(shares.take("User:alice", 2 * LARGE), 1)  # another's share is its own
+        seen.append(f"waiting {not waiting.done()}, mallory {shares.of('User:mallory')}")
+        shares.give_back("User:mallory", LARGE)
+        await asyncio.wait_for(waiting, 1)
+        seen.append(f"mallory {shares.of('User:mallory')}, alice {shares.of('User:alice')}")
+        return seen
+
+    assert asyncio.run(scenario()) == [f"waiting True, mallory {2 * LARGE}", f"mallory {2 * LARGE}, alice {2 * LARGE}"]
+
+
+def test_a_principals_amounts_waiting_are_let_in_in_order_and_one_cancelled_takes_nothing() -> None:
+    async def scenario() -> tuple[list[int], int, bool]:
+        shares, order = Shares(3 * LARGE), []
+        await shares.take("User:m", 3 * LARGE)
+
+        async def one(amount: int) -> None:
+            await shares.take("User:m", amount)
+            order.append(amount)
+
+        cancelled = asyncio.ensure_future(one(LARGE))
+        large, small = asyncio.ensure_future(one(3 * LARGE)), asyncio.ensure_future(one(LARGE))
+        await asyncio.sleep(0.01)
+        cancelled.cancel()
+        shares.give_back("User:m", LARGE)  # room for the small one alone: it waits behind the large one
+        await asyncio.sleep(0.01)
+        assert order == []
+        shares.give_back("User:m", 2 * LARGE)
+        await asyncio.wait_for(large, 1)
+        shares.give_back("User:m", 3 * LARGE)
+        await asyncio.wait_for(small, 1)
+        shares.give_back("User:m", LARGE)
+        # Nothing held, nothing waiting: the principal is forgotten.
+        return order, shares.of("User:m"), "User:m" in shares._waiting
+
+    assert asyncio.run(scenario()) == ([3 * LARGE, LARGE], 0, False)

@@ -26,3 +26,12 @@ def test_settings_below_the_pre_authentication_bounds_hold_before_it_too():
                         kafka_max_request_entries=10)
     bounds = auth.request_bounds(settings, Session(SaslState.HANDSHAKE))
     assert (bounds.max_frame_bytes, bounds.max_entries) == (4_096, 10)
+
+
+def test_no_frame_before_authentication_is_large_enough_to_take_from_the_frame_budget():
+    # So a connection that has proved nothing takes no principal's share of
+    # OUTBOX_KAFKA_QUEUED_MAX_REQUEST_BYTES, nor any of the budget: its frames are free.
+    from app.services.byte_budget import FREE_BELOW_BYTES
+
+    settings = Settings(kafka_socket_request_max_bytes=2**31 - 1, kafka_queued_max_request_bytes=2**31 - 1)
+    assert auth.request_bounds(settings, Session(SaslState.HANDSHAKE)).max_frame_bytes <= FREE_BELOW_BYTES

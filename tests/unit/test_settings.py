@@ -452,6 +452,41 @@ def test_a_variable_near_a_settings_name_is_named_as_that_setting_misspelt() -> 
                                           ("outbox_loglevel", "OUTBOX_LOG_LEVEL")]
 
 
+def test_one_principals_share_of_the_kafka_frame_budget_is_a_quarter_of_it_by_default() -> None:
+    settings = Settings()
+    assert settings.kafka_queued_max_request_bytes_per_principal == 128 * 1024 * 1024
+    assert settings.kafka_queued_max_request_bytes_per_principal * 4 == settings.kafka_queued_max_request_bytes
+
+
+def test_one_principals_share_of_the_kafka_frame_budget_is_between_one_frame_and_the_budget() -> None:
+    with pytest.raises(ValidationError, match="OUTBOX_KAFKA_QUEUED_MAX_REQUEST_BYTES_PER_PRINCIPAL exceeds "
+                                              "OUTBOX_KAFKA_QUEUED_MAX_REQUEST_BYTES"):
+        Settings(kafka_queued_max_request_bytes=200_000_000, kafka_queued_max_request_bytes_per_principal=200_000_001)
+    assert Settings(kafka_queued_max_request_bytes=200_000_000, kafka_queued_max_request_bytes_per_principal=200_000_000
+                    ).kafka_queued_max_request_bytes_per_principal == 200_000_000
+    with pytest.raises(ValidationError, match="OUTBOX_KAFKA_QUEUED_MAX_REQUEST_BYTES_PER_PRINCIPAL is less than "
+                                              "OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES"):
+        Settings(kafka_socket_request_max_bytes=2_000_000, kafka_queued_max_request_bytes_per_principal=1_999_999)
+    with pytest.raises(ValidationError, match="greater than or equal to 1024"):
+        Settings(kafka_socket_request_max_bytes=1024, kafka_queued_max_request_bytes=1024,
+                 kafka_queued_max_request_bytes_per_principal=1023)
+
+
+@pytest.mark.parametrize(("frame", "total", "share"), [
+    (2_000_000, 10_000_000, 10_000_000),  # a lower budget: its share is all of it
+    (1_000_000_000, 2_000_000_000, 1_000_000_000),  # a larger frame: the share holds one
+])
+def test_one_principals_share_left_unset_follows_a_lower_frame_budget_or_a_larger_frame(
+        frame: int, total: int, share: int) -> None:
+    # A deployment that had set either alone before the share existed starts as it did, and
+    # `outbox serve` without a listener does not name the share as given.
+    settings = Settings(kafka_socket_request_max_bytes=frame, kafka_queued_max_request_bytes=total)
+    assert settings.kafka_queued_max_request_bytes_per_principal == share
+    assert "kafka_queued_max_request_bytes_per_principal" not in settings.model_fields_set
+    assert settings.kafka_settings_without_listener() == [
+        "OUTBOX_KAFKA_QUEUED_MAX_REQUEST_BYTES", "OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES"]
+
+
 def test_the_group_metadata_bound_is_at_least_1024_and_at_most_the_frame_limit() -> None:
     assert Settings().kafka_group_max_metadata_bytes == 1_048_576
     with pytest.raises(ValidationError, match="kafka_group_max_metadata_bytes"):
