@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -36,6 +38,7 @@ from app.settings import Settings
 from tests.conftest import QUIET
 from tests.fuzz.stored import StoredTables, diff
 from tests.helpers import comparable_answer, serve_by_router, spy_on_router
+from tests.shared_app import SharedApp
 
 ROOT = Path(__file__).resolve().parents[2]
 ISSUER, AUDIENCE = "https://login.example", "outbox"
@@ -114,24 +117,57 @@ def cheap_scrypt(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("app.domain.scram.ITERATIONS", 1)
 
 
+@pytest.fixture(scope="module")
+def shared_apps(signing_key: tuple[Any, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, SharedApp]:
+    """The world's app, one a database for the module's tests (tests/shared_app.py says what each
+    test gets afresh and what is put back): its first requests built every route of its routers,
+    which an app per test paid again in every test's setup. SQLite's database is one file,
+    copied from the migrated template before each test; PostgreSQL's the session's, emptied
+    before each test (db_url)."""
+    return {}
+
+
+def _world_app(shared_apps: dict[str, SharedApp], db_url: str, pem: Path,
+               tmp_path_factory: pytest.TempPathFactory) -> tuple[SharedApp, str]:
+    backend = "sqlite" if db_url.startswith("sqlite") else "postgresql"
+    if backend not in shared_apps:
+        url = db_url if backend == "postgresql" else f"sqlite:///{tmp_path_factory.mktemp('world') / 'outbox.db'}"
+        settings = Settings(database_url=url, **QUIET, authentication="api_key,jwt", super_users="User:admin",
+                            jwt_public_key_file=str(pem), jwt_issuer=ISSUER, jwt_audience=AUDIENCE)
+        shared_apps[backend] = SharedApp(lambda clock: create_app(settings, clock))
+    shared = shared_apps[backend]
+    return shared, shared.app.state.settings.database_url
+
+
 @pytest.fixture
-def world(db_url: str, clock: Any, signing_key: tuple[Any, Path]) -> Iterator[World]:
+def world(db_url: str, clock: Any, signing_key: tuple[Any, Path], shared_apps: dict[str, SharedApp],
+          sqlite_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     key, pem = signing_key
-    settings = Settings(database_url=db_url, **QUIET, authentication="api_key,jwt", super_users="User:admin",
-                        jwt_public_key_file=str(pem), jwt_issuer=ISSUER, jwt_audience=AUDIENCE)
-    app = create_app(settings, clock)
-    with TestClient(app) as client:
-        security = app.state.services.security
-        admin = {"Authorization": f"Bearer {security.create_api_key('admin', by='test').api_key}"}
-        alice = {"Authorization": f"Bearer {security.create_api_key('alice', by='test').api_key}"}
-        w = World(client, admin, alice, key, StoredTables(db_url))
-        w.as_admin("POST", "/v1/topics", {"name": "orders", "partitions": 2})
-        w.as_admin("POST", "/v1/records", {"batches": [{"topic": "orders", "partition": 0, "records": [{"value": 1}]}]})
-        w.as_admin("POST", "/v1/groups/g/offsets", {"offsets": [{"topic": "orders", "partition": 0, "offset": 1}]})
-        try:
-            yield w
-        finally:
-            w.stored.dispose()
+    shared, url = _world_app(shared_apps, db_url, pem, tmp_path_factory)
+    if url.startswith("sqlite"):
+        # A new file in its place (the last test's app and connections are closed; a connection
+        # left open would keep the old file, never see this one), without the old one's journal.
+        path = Path(url.removeprefix("sqlite:///"))
+        for leftover in (path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+            leftover.unlink(missing_ok=True)
+        shutil.copy(sqlite_template, path.with_name("copying.db"))
+        os.replace(path.with_name("copying.db"), path)
+    app = shared.as_built(clock)
+    try:
+        with TestClient(app) as client:
+            security = app.state.services.security
+            admin = {"Authorization": f"Bearer {security.create_api_key('admin', by='test').api_key}"}
+            alice = {"Authorization": f"Bearer {security.create_api_key('alice', by='test').api_key}"}
+            w = World(client, admin, alice, key, StoredTables(url))
+            w.as_admin("POST", "/v1/topics", {"name": "orders", "partitions": 2})
+            w.as_admin("POST", "/v1/records", {"batches": [{"topic": "orders", "partition": 0, "records": [{"value": 1}]}]})
+            w.as_admin("POST", "/v1/groups/g/offsets", {"offsets": [{"topic": "orders", "partition": 0, "offset": 1}]})
+            try:
+                yield w
+            finally:
+                w.stored.dispose()
+    finally:
+        shared.as_built(clock)  # fails the test that left state behind, not the next one
 
 
 @dataclass(frozen=True)
