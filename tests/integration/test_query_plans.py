@@ -309,52 +309,78 @@ def test_a_transactional_id_prefix_is_a_range_of_the_primary_key_on_sqlite(servi
     assert not any(line.startswith("SCAN") for line in lines), lines
 
 
-@pytest.mark.parametrize(("group_id", "limit"), [(None, 10_000), ("g", None)], ids=["every group", "one group"])
-def test_a_groups_lag_is_counted_from_its_committed_offset_through_indexes_never_a_whole_scan(  # type: ignore[no-untyped-def]
-        services, database, group_id, limit) -> None:
-    """The lag (committed_between_for_groups) of every group (the /metrics scrape) or of one
-    (GET /v1/groups/{group_id}/lag), per committed offset: the committed batches positioned
-    from it (the batch index's range), then each batch's run (primary key). Never a whole scan
-    of the partition's records or batch rows; on PostgreSQL planned for the leaf of the
-    partition counted alone."""
+def _lag_plan(services, database, group_id: str | None, limit: int | None, order: str) -> list[str]:  # type: ignore[no-untyped-def]
+    """The plan of the lag of two groups of _fill's partition (committed at 100 and 300 in
+    `order`), every group's or one's, its partition and order written in."""
     _fill(services)
     with database.engine.connect() as conn:
         topic_id = conn.execute(text("SELECT topic_id FROM topics WHERE name = 'plans'")).scalar_one()
         conn.execute(text("INSERT INTO group_offsets (group_id, topic_id, partition, committed_offset, metadata, "
-                          "committed_ms) VALUES ('g', :t, 0, 100, NULL, 0)"), {"t": topic_id})
+                          "committed_ms, read_order) VALUES ('g', :t, 0, 100, NULL, 0, :o), "
+                          "('h', :t, 0, 300, NULL, 0, :o)"), {"t": topic_id, "o": order})
         conn.commit()
         pos = group_positions_stmt(limit, group_id).cte("pos")
-        sql = str(committed_between_for_groups_stmt(database.dialect, 1_000_000, pos, [(topic_id, 0, "commit")]).compile(
+        sql = str(committed_between_for_groups_stmt(database.dialect, 1_000_000, pos, [(topic_id, 0, order)]).compile(
             conn, compile_kwargs={"literal_binds": True, "render_postcompile": True}))
-    lines = _plan(database, sql)
-    primary_key = "pk_records" if database.dialect == "postgresql" else "sqlite_autoindex_records_1"
-    # Record by record (a partition with holes), then batch by batch (without): the same range.
-    assert _scans(lines) == ["ix_record_batches_committed", primary_key, "ix_record_batches_committed"], lines
+    return _plan(database, sql)
+
+
+def _walked_once_from_the_end(database, lines: list[str]) -> None:  # type: ignore[no-untyped-def]
+    """Never a whole scan of the partition's records or batch rows, never a sort of them: the
+    records of a partition with holes come, batch after batch, each run downwards, straight
+    into the LIMIT (on SQLite a sort of each batch's run, its right part). On PostgreSQL the
+    batches are read backwards."""
     assert not [line for line in lines if re.search(r"Seq Scan on record", line)
-                or re.search(r"SCAN (records|record_batches|b)\b", line)]
-    # The committed offset bounds the batch index's range.
-    assert [line for line in lines if "commit_position>?" in line or "commit_position >= pos.start" in line], lines
+                or re.search(r"SCAN (records|record_batches)\b", line)], lines
+    # (The rows walked, at most the cap, are sorted with the groups' starts: by their key.)
+    assert not [line for line in lines if "Sort Key" in line and ("records." in line or "record_batches" in line)
+                ], lines
+    if database.dialect == "postgresql":
+        assert not [line for line in lines if "Incremental Sort" in line], lines
+        walks = [line for line in lines if "using ix_record_batches_committed " in line
+                 or "using pk_record_batches " in line or "using pk_records" in line]
+        assert walks and all("Backward" in line for line in walks), walks
+    else:
+        for walk in ("b", "rec"):
+            rows = lines[lines.index(f"CO-ROUTINE {walk}"):lines.index(f"SCAN {walk}")]
+            assert not [line for line in rows if line == "USE TEMP B-TREE FOR ORDER BY"], lines
+
+
+@pytest.mark.parametrize(("group_id", "limit"), [(None, 10_000), ("g", None)], ids=["every group", "one group"])
+def test_a_groups_lag_is_counted_from_the_log_end_down_through_indexes_never_a_whole_scan(  # type: ignore[no-untyped-def]
+        services, database, group_id, limit) -> None:
+    """The lag (committed_between_for_groups) of every group (the /metrics scrape) or of one
+    (GET /v1/groups/{group_id}/lag), once per partition for all of its groups: the committed
+    batches positioned from the lowest committed offset up to the log end (the batch index's
+    range, bounded on both sides), batch by batch, and for a partition with holes the same
+    range, then each batch's run (primary key). On PostgreSQL planned for the leaf of the
+    partition counted alone."""
+    lines = _lag_plan(services, database, group_id, limit, "commit")
+    primary_key = "pk_records" if database.dialect == "postgresql" else "sqlite_autoindex_records_1"
+    # Batch by batch (a partition without holes), then record by record (with): the same range.
+    assert _scans(lines) == ["ix_record_batches_committed", "ix_record_batches_committed", primary_key], lines
+    _walked_once_from_the_end(database, lines)
+    # The lowest committed offset and the log end bound the batch index's range.
+    bounded = [line for line in lines if "commit_position>? AND commit_position<?" in line
+               or re.search(r"commit_position < \$[0-9]+\) AND \(commit_position >= \$[0-9]+", line)]
+    assert len(bounded) == 2, lines
     assert sorted(_run_bounds(database, lines)) == sorted(["<", ">=" if database.dialect == "postgresql" else ">"]), lines
 
 
-def test_a_kafka_consumers_lag_is_counted_from_its_offset_through_primary_keys_never_a_whole_scan(  # type: ignore[no-untyped-def]
+def test_a_kafka_consumers_lag_is_counted_from_the_log_end_down_through_primary_keys_never_a_whole_scan(  # type: ignore[no-untyped-def]
         services, database) -> None:
-    """The lag of an offset in offset order (a Kafka consumer's): the same walk as in commit
-    order (a committed batch with a record at or past the offset has its commit position
-    there too), each batch's run from the offset."""
-    _fill(services)
-    with database.engine.connect() as conn:
-        topic_id = conn.execute(text("SELECT topic_id FROM topics WHERE name = 'plans'")).scalar_one()
-        conn.execute(text("INSERT INTO group_offsets (group_id, topic_id, partition, committed_offset, metadata, "
-                          "committed_ms, read_order) VALUES ('g', :t, 0, 100, NULL, 0, 'offset')"), {"t": topic_id})
-        conn.commit()
-        pos = group_positions_stmt(None, "g").cte("pos")
-        sql = str(committed_between_for_groups_stmt(database.dialect, 1_000_000, pos, [(topic_id, 0, "offset")]).compile(
-            conn, compile_kwargs={"literal_binds": True, "render_postcompile": True}))
-    lines = _plan(database, sql)
+    """The lag of offsets in offset order (a Kafka consumer's): the batches' primary key from the
+    log end down to the batch holding the lowest offset (one probe of it), then each batch's
+    run (primary key)."""
+    lines = _lag_plan(services, database, None, 10_000, "offset")
     primary_key = "pk_records" if database.dialect == "postgresql" else "sqlite_autoindex_records_1"
-    assert _scans(lines) == ["ix_record_batches_committed", primary_key, "ix_record_batches_committed"], lines
-    assert [line for line in lines if "commit_position>?" in line or "commit_position >= pos.start" in line], lines
+    batches = "pk_record_batches" if database.dialect == "postgresql" else "sqlite_autoindex_record_batches_1"
+    # Each walk with its probe, batch by batch then record by record.
+    assert _scans(lines) == [batches] * 4 + [primary_key], lines
+    _walked_once_from_the_end(database, lines)
+    assert len([line for line in lines if "base_offset>?" in line or "base_offset >= COALESCE(" in line]) == 2, lines
+    assert len([line for line in lines if "base_offset<?" in line or "base_offset <= $" in line]) == 2, lines
+    assert sorted(_run_bounds(database, lines)) == sorted(["<", ">=" if database.dialect == "postgresql" else ">"]), lines
 
 
 def test_the_first_record_committed_from_a_position_walks_the_committed_transactional_batches_only(  # type: ignore[no-untyped-def]
