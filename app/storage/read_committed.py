@@ -36,7 +36,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from sqlalchemy import BigInteger, Connection, Integer, Table, and_, bindparam, case, cast, func, literal, select, true, union_all
+from sqlalchemy import (BigInteger, Connection, Integer, Table, and_, bindparam, case, cast, func, literal, literal_column, select,
+                        true, union_all)
 from sqlalchemy.sql.elements import ColumnElement
 
 from app.domain.log_start import Across
@@ -87,7 +88,7 @@ def run_end(b: Table | Any) -> ColumnElement[Any]:
 def batch_runs(dialect_name: str, batches: Any, columns: Callable[[Any, Any], tuple[Any, ...]],
                start: Callable[[Any], Any], end: Callable[[Any], Any], *, correlate: tuple[Any, ...] = (),
                outer: Callable[[Any], tuple[Any, ...]] = lambda b: (), per_batch: bool = False,
-               partition_of: tuple[Any, Any] | None = None, downwards: bool = False) -> Any:
+               partition_of: tuple[Any, Any] | None = None) -> Any:
     """Each row of `batches` (a subquery of record_batches rows: the walk of the batch index,
     with its own bounds, order and LIMIT), joined to the records of its run from start(b) to
     below end(b) through the records' primary key: `columns(b, r)` of each. The batches must be
@@ -104,10 +105,7 @@ def batch_runs(dialect_name: str, batches: Any, columns: Callable[[Any, Any], tu
     plans each execution for its parameters (app.storage.engine), reads and locks that
     partition's leaf of `records` only; matched to a batch's columns, the plan holds every leaf
     and prunes them as it runs, which at 1,000 leaves cost 50 ms of planning a statement
-    (docs/DESIGN-partitioned-records.md). `downwards`: on PostgreSQL each run is read from its
-    end down (the LATERAL subquery's ORDER BY, which the nested loop keeps batch by batch), so
-    that a statement ordered by the batches' walk alone, a LIMIT on it, has no sort to run;
-    SQLite's caller orders by the offset too, which it sorts a batch at a time."""
+    (docs/DESIGN-partitioned-records.md)."""
     b, r = batches, records
     topic_id, partition = partition_of or (b.c.topic_id, b.c.partition)
     in_run = (r.c.topic_id == topic_id, r.c.partition == partition,
@@ -115,8 +113,7 @@ def batch_runs(dialect_name: str, batches: Any, columns: Callable[[Any, Any], tu
     if dialect_name == "postgresql":
         # OFFSET 0 keeps the planner from pulling the subquery up into a plain join, which it
         # could then reorder.
-        run = (select(*columns(b, r)).where(*in_run).order_by(*((r.c.offset.desc(),) if downwards else ()))
-               .offset(0).correlate_except(r).lateral("run"))
+        run = select(*columns(b, r)).where(*in_run).offset(0).correlate_except(r).lateral("run")
         return select(*outer(b), *run.c).select_from(b.join(run, true())).correlate(*correlate)
     if per_batch:
         # A LEFT JOIN, which SQLite never reorders either: a batch without a record in its run
@@ -270,9 +267,13 @@ def committed_between_for_groups(conn: Connection, cap: int, limit: int | None,
     inside a run at or past the log start, app.storage.cleaning) each batch's run from its
     start holds every offset to its end, and is counted as their difference, a batch row read
     per batch; in one with holes, record by record. At most `cap` records are counted per row,
-    so a row reads at most `cap` records or batch rows; `exact` is False when the cap was
-    reached. A partition of one-record batches still reads a batch row per record
-    (benchmarks/lag_count.py --batch 1).
+    and `exact` is False when the cap was reached.
+    A partition is counted once for all of its groups (committed_between_for_groups_stmt): its
+    groups' starts cut it into intervals, each counted once, up to `cap`, and each group given
+    the sum of those from its start on; no batch row is read twice, however many groups stand
+    at or below it. A partition of one-record batches still reads a batch row per record, once
+    (benchmarks/lag_count.py --batch 1: 30 groups at 0 on 500,000 of them read them once, not 30
+    times, docs/benchmarks.md).
 
     The first query finds the partitions the groups have committed offsets in; the second
     counts, with the partition of each of its parts written in as its parameters. A count whose
@@ -322,128 +323,102 @@ def committed_between_for_groups_stmt(dialect_name: str, cap: int, pos: Any,
       the consumer has read but whose marker lies past its offset would count as left, and one
       whose records lie past it but whose marker does not would count as read.
 
-    Each part counts its partition once for all of its groups (_lag_walk, _lag_stream): the
-    records are walked once from the log end down, each batch (or, with holes, each record)
-    a row keyed by where in the read order it lies, merged with the groups' starts, and each
-    start given the sum of the rows from it on (a window over the merged rows). A group's
-    count therefore costs what the walk to the lowest start of its partition costs, shared,
-    and never more than `cap` rows: the walk stops there, and every group whose start lies
-    below the rows it read has at least those `cap` records left, `cap` as every group it
-    gives the cap to."""
+    Each part counts its partition once for all of its groups, not once per group: the groups'
+    distinct starts s_1 < s_2 < … < s_k split [s_1, log end) into intervals, the records of
+    each interval are counted once (_interval_count), and a group at s_i is given the sum of
+    the intervals from its own on (a window over the k intervals). Each interval is counted up
+    to `cap`, its records all at or past every start at or below its own: once an interval
+    reaches it, every group from there down has at least `cap` records left. So no batch row is
+    read twice, whatever the number of groups, and at most `cap` per interval."""
     parts = []
-    for topic_id, partition, read_order in consumed:
+    for i, (topic_id, partition, read_order) in enumerate(consumed):
         t, p = literal(topic_id, Integer), literal(partition, Integer)
         mine = (pos.c.topic_id == t, pos.c.partition == p, pos.c.read_order == read_order)
-        counted = _lag_stream(dialect_name, cap, pos, mine, t, p, ReadOrder(read_order))
+        # The partition's log end, log start and has_holes, alike on every committed offset's row.
+        starts = select(pos.c.start, pos.c.before, pos.c.log_start, pos.c.has_holes).where(*mine).distinct().subquery(
+            "starts")
+        iv = select(*starts.c, func.lead(starts.c.start).over(order_by=starts.c.start).label("next")).subquery("iv")
+        counted = select(iv.c.start, _interval_count(dialect_name, cap, iv, t, p, ReadOrder(read_order)).label("n")
+                         ).subquery("counted")
+        left = func.sum(counted.c.n).over(order_by=counted.c.start.desc(), rows=(None, 0))
+        # MATERIALIZED: counted once, whatever the join. Joined as a subquery, PostgreSQL put it
+        # inside the loop over the groups and counted the partition once per group again.
+        summed = (select(counted.c.start, dialect.least(cast(left, BigInteger), cap).label("counted"))
+                  .cte(f"counted_{i}").prefix_with("MATERIALIZED"))
         parts.append(select(pos.c.group_id, pos.c.topic_id, pos.c.partition, pos.c.committed_offset,
-                            pos.c.read_order, counted.c.counted)
-                     .join(counted, counted.c.start == pos.c.start)
+                            pos.c.read_order, summed.c.counted)
+                     .join(summed, summed.c.start == pos.c.start)
                      .where(*mine))
     return union_all(*parts).order_by("group_id", "topic_id", "partition")
 
 
-def _lag_stream(dialect_name: str, cap: int, pos: Any, mine: tuple[Any, ...], t: Any, p: Any,
-                order: ReadOrder) -> Any:
-    """One partition's counts in one read order: a row per distinct start of its groups in
-    `pos` (`mine`), the records left from there up to `cap` (`counted`).
+def _interval_count(dialect_name: str, cap: int, iv: Any, t: Any, p: Any, order: ReadOrder) -> Any:
+    """The committed records of partition (t, p) whose key (position in commit order, offset in
+    offset order) lies in the interval [iv.start, iv.next) (to the log end where next is NULL),
+    up to `cap`: a scalar subquery correlated to the row of iv.
 
-    The walk's rows (_lag_walk) each say: `n` records, whose keys (positions in commit order,
-    offsets in offset order) run from `key` to below `reach`, every one of them left to a
-    group whose start is at or below `key`, none to one at or past `reach`, and `reach - s` of
-    them to one at `s` in between (only a batch's run of consecutive offsets has such an s; no
-    two rows' ranges overlap). Merged with the starts in key order (a start before the rows of
-    its own key), a start s is given the sum of `n` from itself on, plus what the highest
-    `reach` below it has past s: the one row s may lie inside."""
-    walk = _lag_walk(dialect_name, cap, pos, mine, t, p, order)
-    starts = select(pos.c.start.label("key"), literal(0, Integer).label("kind"),
-                    cast(literal(None), BigInteger).label("n"), cast(literal(None), BigInteger).label("reach")
-                    ).where(*mine).distinct()
-    merged = union_all(*walk, starts).subquery("merged")
-    in_key_order = (merged.c.key, merged.c.kind)
-    summed = select(
-        merged.c.key, merged.c.kind,
-        func.sum(merged.c.n).over(order_by=in_key_order, rows=(0, None)).label("after"),
-        func.max(merged.c.reach).over(order_by=in_key_order, rows=(None, 0)).label("reach"),
-    ).subquery("summed")
-    inside = dialect.greatest(func.coalesce(summed.c.reach, summed.c.key) - summed.c.key, 0)
-    left = cast(func.coalesce(summed.c.after, 0), BigInteger) + inside
-    return (select(summed.c.key.label("start"), dialect.least(left, cap).label("counted"))
-            .where(summed.c.kind == 0).subquery("counted"))
-
-
-def _lag_walk(dialect_name: str, cap: int, pos: Any, mine: tuple[Any, ...], t: Any, p: Any,
-              order: ReadOrder) -> list[Any]:
-    """The rows of _lag_stream's walk: the committed batches of the partition (a batch row
-    each where it has no holes, partitions.has_holes, a record each where it has) that hold a
-    record left to the group of the lowest start, from the log end down in key order, at most
-    `cap` of them. Each holds at least one record, so the walk stops at `cap` records or more:
-    a start below the last row read is given that many, and one above it is given every row
-    past it, as no row left unread lies above the last one read (the walk is in key order).
-
-    Both walks are written; the partition's has_holes, read in the same statement as the
-    groups' starts, leaves one of them empty (a one-time filter).
-
-    In commit order the batches are walked in commit order, a range of ix_record_batches_committed
-    from the lowest start up to the log end, read backwards: a batch's records are positioned
-    at or below its commit position and none lies between another's lowest position and its
-    commit position (a plain batch's positions are its own offsets, consecutive; a
-    transaction's all its marker's), so the batches' positions come in the walk's order.
-    In offset order they are walked in offset order, a range of the batches' primary key read
-    backwards from the log end down to the batch holding the lowest start (the batch with the
-    highest base offset at or below it): their runs of offsets do not overlap. The rows of
-    that range that are not committed are read and skipped (COMMIT and ABORT markers, aborted
-    and open batches): no index holds the committed batches in offset order."""
-    rb, pt = record_batches, partitions
-
-    def of_partition(column: Any) -> Any:
-        return select(column).where(pt.c.topic_id == t, pt.c.partition == p).scalar_subquery()
-
-    log_start, before, holes = (of_partition(pt.c.log_start_offset), of_partition(pt.c.next_offset),
-                                of_partition(pt.c.has_holes))
-    lowest = select(func.min(pos.c.start)).where(*mine).scalar_subquery()
-    # A batch holds a record left to the group of the lowest start only if its commit position
-    # is at or past that start (a plain batch's is its last record's offset, a transaction's
-    # its marker's, past its records) and its run ends past the log start (in offset order
-    # past that start, at or above the log start).
-    left = (rb.c.topic_id == t, rb.c.partition == p, committed_batch(rb), rb.c.commit_position < before,
-            rb.c.commit_position >= lowest, run_end(rb) > (log_start if order is ReadOrder.COMMIT else lowest))
+    Its batches are an index range and one probe of the batch whose run crosses a bound of the
+    interval, each batch's run clipped to the interval:
+    - commit order: the batches positioned in the interval (ix_record_batches_committed's
+      range): a transaction's records (from the log start) are all positioned at its marker
+      (its commit position), a plain batch's each at its own offset (none past its commit
+      position, its last record); and the plain batch positioned past the interval whose run
+      starts inside it (the first batch positioned at or past its end: no other batch is
+      positioned inside a plain batch's run), for its records below the interval's end;
+    - offset order: the batches whose run starts in the interval (the batches' primary key's
+      range), and the one whose run crosses its start (the highest base offset below it): no
+      two runs overlap.
+    Where the partition has no holes (partitions.has_holes) each batch's clipped run holds
+    every offset from its start to its end and counts as their difference, a batch row read
+    per batch; with holes, record by record. Only the batches with a record in the interval
+    are counted, so that `cap` rows reach the cap: no more batch rows are read than records by
+    record."""
+    rb = record_batches
+    lo_bound = iv.c.start
+    # Never past the log end: a group committed past it has an empty interval.
+    hi_bound = dialect.least(func.coalesce(iv.c.next, iv.c.before), iv.c.before)
+    in_partition = (rb.c.topic_id == t, rb.c.partition == p, committed_batch(rb))
     if order is ReadOrder.COMMIT:
-        walk = (rb.c.commit_position.desc(), rb.c.base_offset.desc())
-        bound: tuple[Any, ...] = ()
-        lo: Callable[[Any], Any] = lambda b: case(  # noqa: E731
-            (plain_batch(b), dialect.greatest(b.c.base_offset, log_start)), else_=b.c.commit_position)
-        hi: Callable[[Any], Any] = lambda b: case(  # noqa: E731
-            (plain_batch(b), run_end(b)), else_=b.c.commit_position + 1)
-        start: Callable[[Any], Any] = lambda b: run_start(b, lowest, log_start)  # noqa: E731
-        key: Callable[[Any, Any], Any] = record_position
+        ranged = select(rb).where(*in_partition, rb.c.commit_position >= lo_bound, rb.c.commit_position < hi_bound)
+        crossing = (select(rb).where(*in_partition, rb.c.commit_position >= hi_bound, rb.c.commit_position < iv.c.before)
+                    .order_by(rb.c.commit_position, rb.c.base_offset).limit(1).correlate(iv).subquery("crossing"))
+        crossing_in = select(crossing).where(plain_batch(crossing), crossing.c.base_offset < hi_bound)
+
+        def start(b: Any) -> Any:
+            return run_start(b, lo_bound, iv.c.log_start)
+
+        def end(b: Any) -> Any:
+            return case((plain_batch(b), dialect.least(run_end(b), hi_bound)), else_=run_end(b))
     else:
-        holding = (select(rb.c.base_offset).where(rb.c.topic_id == t, rb.c.partition == p, rb.c.base_offset <= lowest)
-                   .order_by(rb.c.base_offset.desc()).limit(1).scalar_subquery())
-        walk = (rb.c.base_offset.desc(),)
-        bound = (rb.c.base_offset >= func.coalesce(holding, lowest),)
-        lo = lambda b: dialect.greatest(b.c.base_offset, log_start)  # noqa: E731
-        hi = run_end
-        start = lambda b: dialect.greatest(b.c.base_offset, lowest)  # noqa: E731
-        key = lambda b, r: r.c.offset  # noqa: E731
-    batches = select(rb).where(*left, *bound).order_by(*walk)
-    b = batches.where(~holes).limit(cap).subquery("b")
-    # Without holes a batch's run from lo holds every offset to its end: hi - lo records in a
-    # plain batch or in offset order, end - lo in a transaction positioned at its marker.
-    by_batch = select(lo(b).label("key"), literal(1, Integer).label("kind"),
-                      cast(run_end(b) - dialect.greatest(b.c.base_offset, log_start), BigInteger).label("n"),
-                      cast(hi(b), BigInteger).label("reach"))
-    rec = batch_runs(dialect_name, batches.where(holes).subquery("b"),
-                     lambda b, r: (key(b, r).label("key"), r.c.offset), start, run_end,
-                     outer=lambda b: tuple(getattr(b.c, c.element.name) for c in walk), partition_of=(t, p),
-                     downwards=True)
-    # The walk's order, then each run's offsets downwards: were the walk cut inside a batch's
-    # run, the records left unread lie below those read. On PostgreSQL the runs come downwards
-    # already (batch_runs), and an ORDER BY the offset too would be planned as a sort of every
-    # record from the lowest start (a statement of 1 estimated row, without statistics, sorts
-    # rather than sort incrementally).
-    downwards = () if dialect_name == "postgresql" else (rec.selected_columns.offset.desc(),)
-    rec = rec.order_by(*(rec.selected_columns[i].desc() for i in range(len(walk))), *downwards
-                       ).limit(cap).subquery("rec")
-    by_record = select(rec.c.key, literal(1, Integer).label("kind"), cast(literal(1), BigInteger).label("n"),
-                       cast(rec.c.key + 1, BigInteger).label("reach"))
-    return [by_batch, by_record]
+        # Which of these rows are committed is asked of the range's rows, past an OFFSET 0 that
+        # neither database pushes a condition through: asked in the range's WHERE, it let both
+        # take ix_record_batches_committed (a partial index whose predicate it implies), its
+        # prefix (topic_id, partition) all the range there is, for a walk of every committed
+        # batch of the partition.
+        ranged = select(rb).where(rb.c.topic_id == t, rb.c.partition == p, rb.c.base_offset >= lo_bound,
+                                  rb.c.base_offset < hi_bound)
+        # (SQLite's LIMIT -1 written out: SQLAlchemy would make it a parameter.)
+        ranged = (ranged.offset(0) if dialect_name == "postgresql"
+                  else ranged.limit(literal_column("-1")).offset(literal_column("0")))
+        ranged = ranged.correlate(iv).subquery("ranged")
+        ranged = select(ranged).where(committed_batch(ranged), ranged.c.commit_position < iv.c.before)
+        crossing = (select(rb).where(rb.c.topic_id == t, rb.c.partition == p, rb.c.base_offset < lo_bound)
+                    .order_by(rb.c.base_offset.desc()).limit(1).correlate(iv).subquery("crossing"))
+        crossing_in = select(crossing).where(committed_batch(crossing), crossing.c.commit_position < iv.c.before)
+
+        def start(b: Any) -> Any:
+            return dialect.greatest(b.c.base_offset, lo_bound)
+
+        def end(b: Any) -> Any:
+            return dialect.least(run_end(b), hi_bound)
+    batches = union_all(ranged.correlate(iv), crossing_in.correlate(iv))
+    b = batches.subquery("b")
+    run = batch_runs(dialect_name, b, lambda b, r: (r.c.offset,), start, end, correlate=(iv,), partition_of=(t, p))
+    by_record = (select(func.count()).select_from(run.limit(cap).correlate(iv).subquery())
+                 .correlate(iv).scalar_subquery())
+    b = batches.subquery("b")
+    remaining = end(b) - start(b)
+    runs = select(remaining.label("remaining")).where(remaining > 0).limit(cap).correlate(iv).subquery("runs")
+    by_batch = (select(dialect.least(cast(func.coalesce(func.sum(runs.c.remaining), 0), BigInteger), cap))
+                .correlate(iv).scalar_subquery())
+    return case((iv.c.has_holes, by_record), else_=by_batch)
