@@ -1,9 +1,10 @@
 """Many groups in one partition counted at once (read_committed.committed_between_for_groups):
-the partition is walked once from its log end for all of them, each group given the records
-from its start on, and the cap cuts the walk, so that the groups whose start lies below what
-it read are given the cap (`exact` False) and the others their exact count. Each case holds
-every group's figure, in both read orders, to the rows of the committed_records view (records
-positioned, or lying, from the start on), with and without holes, and to the numbers expected."""
+the groups' starts cut the partition into intervals, each counted once up to the cap, and each
+group is given the sum from its start on, so that the groups with at least the cap left are
+given the cap (`exact` False) and the others their exact count. Each case holds every group's
+figure, in both read orders, to the rows of the committed_records view (records positioned, or
+lying, from the start on), with and without holes, and to the numbers expected.
+"""
 
 from __future__ import annotations
 
@@ -147,9 +148,9 @@ def test_the_cap_gives_the_groups_behind_it_at_least_the_cap_and_the_others_thei
 
 
 def test_the_lowest_group_reads_what_lies_behind_it_in_its_own_order(services, database) -> None:  # type: ignore[no-untyped-def]
-    """The walk goes down to the lowest start of the partition's groups only: what lies below it
-    is nobody's, except, in commit order, a transaction's records below it whose marker is past
-    it (A's 3..4 below 5, positioned at 11)."""
+    """Nothing below the lowest start of the partition's groups is counted, except, in commit
+    order, a transaction's records below it whose marker is past it (A's 3..4 below 5,
+    positioned at 11)."""
     _interleaved(services)
     for lowest in range(0, 19):
         for cap in (5, 1_000):
