@@ -76,13 +76,14 @@ def definition_at(revision: str) -> Callable[..., Any]:
     loaded as a module of its own beside the present one (it imports the present app.*)."""
     source = subprocess.run(["git", "show", f"{revision}:app/storage/read_committed.py"], cwd=ROOT, check=True,
                             capture_output=True, text=True).stdout
-    path = Path(tempfile.mkdtemp(prefix="lag-before-")) / "read_committed_before.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location("read_committed_before", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # where its dataclasses look their module up
-    spec.loader.exec_module(module)
+    with tempfile.TemporaryDirectory(prefix="lag-before-") as tmp:
+        path = Path(tmp) / "read_committed_before.py"
+        path.write_text(source)
+        spec = importlib.util.spec_from_file_location("read_committed_before", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # where its dataclasses look their module up
+        spec.loader.exec_module(module)
     return module.committed_between_for_groups  # type: ignore[no-any-return]
 
 
