@@ -36,7 +36,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from sqlalchemy import BigInteger, Connection, Integer, Table, and_, bindparam, case, cast, func, literal, select, true, union_all
+from sqlalchemy import (BigInteger, Connection, Integer, Table, and_, bindparam, case, cast, func, literal, literal_column, select,
+                        true, union_all)
 from sqlalchemy.sql.elements import ColumnElement
 
 from app.domain.log_start import Across
@@ -266,9 +267,13 @@ def committed_between_for_groups(conn: Connection, cap: int, limit: int | None,
     inside a run at or past the log start, app.storage.cleaning) each batch's run from its
     start holds every offset to its end, and is counted as their difference, a batch row read
     per batch; in one with holes, record by record. At most `cap` records are counted per row,
-    so a row reads at most `cap` records or batch rows; `exact` is False when the cap was
-    reached. A partition of one-record batches still reads a batch row per record
-    (benchmarks/lag_count.py --batch 1).
+    and `exact` is False when the cap was reached.
+    A partition is counted once for all of its groups (committed_between_for_groups_stmt): its
+    groups' starts cut it into intervals, each counted once, up to `cap`, and each group given
+    the sum of those from its start on; no batch row is read twice, however many groups stand
+    at or below it. A partition of one-record batches still reads a batch row per record, once
+    (benchmarks/lag_count.py --batch 1: 30 groups at 0 on 500,000 of them read them once, not 30
+    times, docs/benchmarks.md).
 
     The first query finds the partitions the groups have committed offsets in; the second
     counts, with the partition of each of its parts written in as its parameters. A count whose
@@ -316,36 +321,108 @@ def committed_between_for_groups_stmt(dialect_name: str, cap: int, pos: Any,
     - offset order (a Kafka consumer's or read_uncommitted reader's offset): the records of the
       committed batches lying from the start on. Counted in commit order instead, a transaction whose records
       the consumer has read but whose marker lies past its offset would count as left, and one
-      whose records lie past it but whose marker does not would count as read."""
+      whose records lie past it but whose marker does not would count as read.
+
+    Each part counts its partition once for all of its groups, not once per group: the groups'
+    distinct starts s_1 < s_2 < … < s_k split [s_1, log end) into intervals, the records of
+    each interval are counted once (_interval_count), and a group at s_i is given the sum of
+    the intervals from its own on (a window over the k intervals). Each interval is counted up
+    to `cap`, its records all at or past every start at or below its own: once an interval
+    reaches it, every group from there down has at least `cap` records left. So no batch row is
+    read twice, whatever the number of groups, and at most `cap` per interval."""
     parts = []
-    for topic_id, partition, read_order in consumed:
+    for i, (topic_id, partition, read_order) in enumerate(consumed):
         t, p = literal(topic_id, Integer), literal(partition, Integer)
-        # Both orders walk the same batches: a committed batch with a record at or past the
-        # start has its commit position (its last record's offset, or its marker's, past its
-        # records) there too. Only where a transaction's run starts differs.
-        batches = committed_batches(t, p, pos.c.start, pos.c.before).order_by(None)
-        if ReadOrder(read_order) is ReadOrder.COMMIT:
-            start: Callable[[Any], Any] = lambda b: run_start(b, pos.c.start, pos.c.log_start)  # noqa: E731
-        else:
-            start = lambda b: dialect.greatest(b.c.base_offset, pos.c.start)  # noqa: E731
-        run = batch_runs(dialect_name, batches.correlate(pos).subquery("b"), lambda b, r: (r.c.offset,),
-                         start, run_end, correlate=(pos,), partition_of=(t, p))
-        by_record = (select(func.count()).select_from(run.limit(cap).correlate(pos).subquery())
-                     .correlate(pos).scalar_subquery())
-        # Without holes (partitions.has_holes) a batch's run holds every offset from its start
-        # to its end: its count is their difference, one batch row read instead of a row per
-        # record. Only the batches with a record left to read are summed (a transaction's
-        # batch below the start or the log start has none), so each counts at least one and
-        # `cap` of them reach the cap: no more batch rows are read than records by record.
-        b = batches.correlate(pos).subquery("b")
-        remaining = run_end(b) - start(b)
-        runs = (select(remaining.label("remaining")).where(remaining > 0).limit(cap)
-                .correlate(pos).subquery("runs"))
-        by_batch = (select(dialect.least(cast(func.coalesce(func.sum(runs.c.remaining), 0), BigInteger), cap))
-                    .correlate(pos).scalar_subquery())
-        counted = case((pos.c.has_holes, by_record), else_=by_batch)
+        mine = (pos.c.topic_id == t, pos.c.partition == p, pos.c.read_order == read_order)
+        # The partition's log end, log start and has_holes, alike on every committed offset's row.
+        starts = select(pos.c.start, pos.c.before, pos.c.log_start, pos.c.has_holes).where(*mine).distinct().subquery(
+            "starts")
+        iv = select(*starts.c, func.lead(starts.c.start).over(order_by=starts.c.start).label("next")).subquery("iv")
+        counted = select(iv.c.start, _interval_count(dialect_name, cap, iv, t, p, ReadOrder(read_order)).label("n")
+                         ).subquery("counted")
+        left = func.sum(counted.c.n).over(order_by=counted.c.start.desc(), rows=(None, 0))
+        # MATERIALIZED: counted once, whatever the join. Joined as a subquery, PostgreSQL put it
+        # inside the loop over the groups and counted the partition once per group again.
+        summed = (select(counted.c.start, dialect.least(cast(left, BigInteger), cap).label("counted"))
+                  .cte(f"counted_{i}").prefix_with("MATERIALIZED"))
         parts.append(select(pos.c.group_id, pos.c.topic_id, pos.c.partition, pos.c.committed_offset,
-                            pos.c.read_order, counted.label("counted"))
-                     .where(pos.c.topic_id == t, pos.c.partition == p, pos.c.read_order == read_order))
+                            pos.c.read_order, summed.c.counted)
+                     .join(summed, summed.c.start == pos.c.start)
+                     .where(*mine))
     return union_all(*parts).order_by("group_id", "topic_id", "partition")
 
+
+def _interval_count(dialect_name: str, cap: int, iv: Any, t: Any, p: Any, order: ReadOrder) -> Any:
+    """The committed records of partition (t, p) whose key (position in commit order, offset in
+    offset order) lies in the interval [iv.start, iv.next) (to the log end where next is NULL),
+    up to `cap`: a scalar subquery correlated to the row of iv.
+
+    Its batches are an index range and one probe of the batch whose run crosses a bound of the
+    interval, each batch's run clipped to the interval:
+    - commit order: the batches positioned in the interval (ix_record_batches_committed's
+      range): a transaction's records (from the log start) are all positioned at its marker
+      (its commit position), a plain batch's each at its own offset (none past its commit
+      position, its last record); and the plain batch positioned past the interval whose run
+      starts inside it (the first batch positioned at or past its end: no other batch is
+      positioned inside a plain batch's run), for its records below the interval's end;
+    - offset order: the batches whose run starts in the interval (the batches' primary key's
+      range), and the one whose run crosses its start (the highest base offset below it): no
+      two runs overlap.
+    Where the partition has no holes (partitions.has_holes) each batch's clipped run holds
+    every offset from its start to its end and counts as their difference, a batch row read
+    per batch; with holes, record by record. Only the batches with a record in the interval
+    are counted, so that `cap` rows reach the cap: no more batch rows are read than records by
+    record."""
+    rb = record_batches
+    lo_bound = iv.c.start
+    # Never past the log end: a group committed past it has an empty interval.
+    hi_bound = dialect.least(func.coalesce(iv.c.next, iv.c.before), iv.c.before)
+    in_partition = (rb.c.topic_id == t, rb.c.partition == p, committed_batch(rb))
+    if order is ReadOrder.COMMIT:
+        ranged = select(rb).where(*in_partition, rb.c.commit_position >= lo_bound, rb.c.commit_position < hi_bound)
+        crossing = (select(rb).where(*in_partition, rb.c.commit_position >= hi_bound, rb.c.commit_position < iv.c.before)
+                    .order_by(rb.c.commit_position, rb.c.base_offset).limit(1).correlate(iv).subquery("crossing"))
+        crossing_in = select(crossing).where(plain_batch(crossing), crossing.c.base_offset < hi_bound)
+
+        def start(b: Any) -> Any:
+            return run_start(b, lo_bound, iv.c.log_start)
+
+        # A batch positioned in the interval has no record past it; the crossing one's run is
+        # cut at its end.
+        ends: tuple[Callable[[Any], Any], Callable[[Any], Any]] = (run_end, lambda b: hi_bound)
+    else:
+        # Which of these rows are committed is asked of the range's rows, past an OFFSET 0 that
+        # neither database pushes a condition through: asked in the range's WHERE, it let both
+        # take ix_record_batches_committed (a partial index whose predicate it implies), its
+        # prefix (topic_id, partition) all the range there is, for a walk of every committed
+        # batch of the partition.
+        ranged = select(rb).where(rb.c.topic_id == t, rb.c.partition == p, rb.c.base_offset >= lo_bound,
+                                  rb.c.base_offset < hi_bound)
+        # (SQLite's LIMIT -1 written out: SQLAlchemy would make it a parameter.)
+        ranged = (ranged.offset(0) if dialect_name == "postgresql"
+                  else ranged.limit(literal_column("-1")).offset(literal_column("0")))
+        ranged = ranged.correlate(iv).subquery("ranged")
+        ranged = select(ranged).where(committed_batch(ranged), ranged.c.commit_position < iv.c.before)
+        crossing = (select(rb).where(rb.c.topic_id == t, rb.c.partition == p, rb.c.base_offset < lo_bound)
+                    .order_by(rb.c.base_offset.desc()).limit(1).correlate(iv).subquery("crossing"))
+        crossing_in = select(crossing).where(committed_batch(crossing), crossing.c.commit_position < iv.c.before)
+
+        def start(b: Any) -> Any:
+            return dialect.greatest(b.c.base_offset, lo_bound)
+
+        # A run may cross the interval's end (a run starting in it) or both bounds (the crossing one).
+        ends = (lambda b: dialect.least(run_end(b), hi_bound),) * 2
+    # The range and the crossing batch counted apart and added (a UNION of the two cost SQLite
+    # a quarter more per batch row of the range, through its co-routine).
+    by_record, by_batch = [], []
+    for batches, end in zip((ranged.correlate(iv), crossing_in.correlate(iv)), ends):
+        run = batch_runs(dialect_name, batches.subquery("b"), lambda b, r: (r.c.offset,), start, end, correlate=(iv,),
+                         partition_of=(t, p))
+        by_record.append(select(func.count()).select_from(run.limit(cap).correlate(iv).subquery())
+                         .correlate(iv).scalar_subquery())
+        b = batches.subquery("b")
+        remaining = end(b) - start(b)
+        runs = select(remaining.label("remaining")).where(remaining > 0).limit(cap).correlate(iv).subquery("runs")
+        by_batch.append(select(cast(func.coalesce(func.sum(runs.c.remaining), 0), BigInteger))
+                        .correlate(iv).scalar_subquery())
+    return dialect.least(case((iv.c.has_holes, by_record[0] + by_record[1]), else_=by_batch[0] + by_batch[1]), cap)
