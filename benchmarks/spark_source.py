@@ -115,7 +115,23 @@ materialised, nothing collected), with the same number of tasks (--tasks):
   headers' conversion);
 - headers_cached: bench_view_rows' headers column, read once by the JVM read's relation and
   cached in Spark's memory, into the noop sink; headers_parse: the same with the JVM read's
-  conversion (parsed_headers): the headers' conversion alone, no JDBC;
+  conversion (parsed_headers): the headers' conversion alone, no JDBC (headers_cached is taken
+  against headers_parse: the parse's share of it; headers_parse against plain);
+- the headers in forms made a map without a JSON parse (benchmarks/header_forms.py), each made
+  once from headers_cached's rows by Spark (from from_json's map) and cached, before the rounds:
+  headers_delimited_cached, the delimited text (names and values escaped, U+0001 between
+  entries, U+0002 between a name and its value) into the noop sink, and headers_str_to_map,
+  that text made the map by str_to_map (unescaped where it holds the escape character);
+  headers_str_to_map_unescaped, str_to_map alone (a form for headers that would hold neither
+  delimiter, which the service does not refuse); headers_arrays_cached, the names and the values
+  as two arrays, and headers_arrays, those made the map by map_from_arrays (the map's building
+  alone: decoding arrays from JDBC is a cost of its own). Each is taken against headers_parse,
+  and checked to give from_json's map: row by row over the view's output and over edge cases
+  (header_forms.EDGE_CASES), and as multisets against headers_parse's rows;
+  server_headers_delimited and server_headers_arrays: the server's execution of making each form
+  from the stored JSON text (header_forms.delimited_sql, arrays_sql) over every row of
+  bench_view_rows, one statement, no parallel workers, against server_headers_json, the same
+  selecting the JSON text;
 - server_plain, server_view, server_dense: the server's execution of each variant's split
   queries (plain's id ranges, the JVM read's predicates over the view, the same over
   bench_view_rows; server_batch_base: the predicates over prototype_committed_records;
@@ -133,8 +149,9 @@ materialised, nothing collected), with the same number of tasks (--tasks):
 The ratios: plain JDBC / variant, then records_raw / variant and table_raw / variant (each
 when chosen; table_raw's also as the median and range of each round's ratio), and the variant's own reference
 (REFERENCE: plain_count for counts, plain_pruned for pruned reads, server_plain for the server's
-executions, server_plain's own included, plain for the rest) / variant, as a ratio of medians
-and as the median (and range) of each round's ratio. A server variant is the server's
+executions, server_plain's own included, headers_parse for the headers' other forms and the
+JSON text cached, server_headers_json for the server's making of them, plain for the rest) /
+variant, as a ratio of medians and as the median (and range) of each round's ratio. A server variant is the server's
 execution alone, no Spark read: its plain JDBC, records_raw and table_raw columns are left empty (–),
 and its reference is measured in the same rounds (added when not chosen).
 
@@ -163,6 +180,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import committed_log  # noqa: E402
+import header_forms  # noqa: E402
 import header_arrays_prototype  # noqa: E402
 import scan_view_cost  # noqa: E402
 import spark_join_prototype  # noqa: E402
@@ -194,6 +212,8 @@ VARIANTS = ("plain", "records_raw", "table_raw", "table_raw_map", "table_raw_jso
             "jvm_batch_base_hash_by_partition_no_headers", "jvm_union", "plain_count", "source_adbc_count", "jvm_count", "jvm_nullable_count",
             "jvm_header_arrays_count", "jvm_batch_base_count",
             "jvm_dense", "jvm_dense_no_headers", "jvm_dense_headers_text", "headers_cached", "headers_parse",
+            "headers_str_to_map", "headers_str_to_map_unescaped", "headers_arrays", "headers_delimited_cached",
+            "headers_arrays_cached", "server_headers_json", "server_headers_delimited", "server_headers_arrays",
             "server_plain", "server_view", "server_dense", "server_batch_base", "server_batch_base_hash",
             "plain_pruned", "source_adbc_pruned", "jvm_pruned", "jvm_nullable_pruned",
             "view_jdbc_partitions", "step3_loop_view_jdbc", "step3_loop_jvm", "step3_loop_jvm_json",
@@ -220,7 +240,12 @@ REFERENCE = {"plain_count": "plain_count", "source_adbc_count": "plain_count", "
              "server_partition_views": "server_plain", "server_step3_loop": "server_plain",
              "server_step3_hashview": "server_plain", "server_step3_hash": "server_plain",
              "jvm_spark_join_count": "plain_count", "server_spark_join": "server_plain",
-             "server_spark_join_batches": "server_plain", "server_table_raw": "server_plain"}
+             "server_spark_join_batches": "server_plain", "server_table_raw": "server_plain",
+             # The headers' forms without a JSON parse against from_json over the same cached rows,
+             # and what making each on the server costs against selecting the JSON text.
+             **{f"headers_{form}": "headers_parse" for form in (
+                 "cached", "str_to_map", "str_to_map_unescaped", "arrays", "delimited_cached", "arrays_cached")},
+             **{f"server_headers_{form}": "server_headers_json" for form in ("json", "delimited", "arrays")}}
 # The pruned variants keep one partition of the topic: the last.
 PRUNED = "partition = {last}"
 PLAIN_COLUMNS = '"partition", "offset", commit_position, timestamp_ms, key, value, headers'
@@ -409,6 +434,40 @@ def headers_text(stored):  # type: ignore[no-untyped-def]
                          F.timestamp_millis("timestamp_ms").alias("timestamp"))
 
 
+def check_header_forms(spark, source, props: dict[str, str], conn, ends, variants) -> None:  # type: ignore[no-untyped-def]
+    """Asserts that every form of the headers (benchmarks/header_forms.py) gives from_json's map:
+    row by row, made from each row's own JSON text, over header objects holding the characters
+    the delimited form escapes (EDGE_CASES; the fill's hold none) and over every row of the
+    view's output (VIEW_SHAPED), with the delimited text also as PostgreSQL makes it
+    (delimited_sql); then the timed variants' rows against headers_parse's, as multisets."""
+    from pyspark.sql import functions as G
+
+    sql = header_forms.delimited_sql("t.h")
+    made = conn.execute(f"SELECT t.h, {sql} FROM unnest(%s::text[]) WITH ORDINALITY AS t(h, n) ORDER BY t.n",
+                        (header_forms.EDGE_CASES,)).fetchall()
+    edge = header_forms.differing_rows(spark.createDataFrame(made, "headers string, delimited string"),
+                                       delimited_column="delimited")
+    print(f"header forms, {len(made)} edge cases: rows differing from from_json's map, by form: {edge}", file=sys.stderr)
+    # The unescaped form differs where a name or value holds a delimiter: why the escape.
+    assert edge["escaped"] == edge["arrays"] == edge["given"] == 0 and edge["unescaped"] > 0, edge
+    stored = spark.read.jdbc(
+        source.url, f"(SELECT \"partition\", headers, {header_forms.delimited_sql('headers')} AS delimited "
+        f"FROM {VIEW_SHAPED}) h", predicates=[f'"partition" = {p}' for p in sorted(ends)],
+        properties={**props, "options": "-c jit=off"})
+    every = header_forms.differing_rows(stored, delimited_column="delimited")
+    rows, with_headers = stored.select(G.count("*"), G.count("headers")).first()
+    print(f"header forms, {rows:,} rows of {VIEW_SHAPED} ({with_headers:,} with headers): rows differing from "
+          f"from_json's map, by form: {every}", file=sys.stderr)
+    assert set(every.values()) == {0}, every
+    reference = variants["headers_parse"]().select(G.to_json("headers").alias("h"))
+    for name in ("headers_str_to_map", "headers_str_to_map_unescaped", "headers_arrays"):
+        read = variants[name]().select(G.to_json("headers").alias("h"))
+        # exceptAll is a difference of multisets: none left over either way is the same rows.
+        extra, missing = read.exceptAll(reference).count(), reference.exceptAll(read).count()
+        print(f"{name}: {extra} rows not in headers_parse's, {missing} of headers_parse's not in its", file=sys.stderr)
+        assert extra == missing == 0, (name, extra, missing)
+
+
 def timed(df) -> float:  # type: ignore[no-untyped-def]
     t0 = time.perf_counter()
     df.write.format("noop").mode("overwrite").save()
@@ -512,8 +571,8 @@ def main(argv: list[str] | None = None) -> int:
             if spark_join_prototype.ensure(conn, log=lambda m: print(m, file=sys.stderr)):
                 print(f"  prototype: batch_base added to records ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
     rows = copy_to_plain_table(url)
-    if any(v in chosen for v in ("jvm_dense", "jvm_dense_no_headers", "jvm_dense_headers_text", "headers_cached",
-                                 "headers_parse", "server_dense")):
+    if any(v in chosen for v in ("jvm_dense", "jvm_dense_no_headers", "jvm_dense_headers_text", "server_dense")) or any(
+            v.startswith(("headers_", "server_headers_")) for v in chosen):
         copy_to_view_shaped_table(url)
 
     spark, _ = build_session("spark-source-benchmark", databases=["postgresql"], master="local[2]",
@@ -626,6 +685,19 @@ def main(argv: list[str] | None = None) -> int:
                 cached_headers[0].count()
             return cached_headers[0]
 
+        cached_forms: dict[str, object] = {}  # the headers' other forms, each made once from headers_cached
+
+        def headers_form(name: str):  # type: ignore[no-untyped-def]
+            if name not in cached_forms:
+                from pyspark.sql import functions as G
+
+                parsed = parsed_headers("headers")
+                made = {"delimited": [header_forms.delimited(parsed).alias("delimited")],
+                        "arrays": [G.map_keys(parsed).alias("keys"), G.map_values(parsed).alias("values")]}[name]
+                cached_forms[name] = headers_cached().select(*made).cache()
+                cached_forms[name].count()
+            return cached_forms[name]
+
         import psycopg
 
         server = psycopg.connect(url.replace("postgresql+psycopg", "postgresql"), autocommit=True)
@@ -666,6 +738,19 @@ def main(argv: list[str] | None = None) -> int:
         if not any(v.startswith(("step3_", "server_step3_")) for v in chosen):
             server_reads.update({n: server_reads["server_plain"] for n in (
                 "server_step3_loop", "server_step3_hashview", "server_step3_hash")})
+        # What making each form of the headers from the stored JSON costs the server per row (as
+        # a view would make it), against selecting the JSON text: one statement over every row of
+        # the view's output, on a connection of its own with no parallel workers, so that the
+        # execution time is one backend's work.
+        header_server = psycopg.connect(url.replace("postgresql+psycopg", "postgresql"), autocommit=True)
+        header_server.execute("SET jit = off")
+        header_server.execute("SET max_parallel_workers_per_gather = 0")
+        server_reads.update({
+            "server_headers_json": ServerRead(header_server, [f"SELECT headers FROM {VIEW_SHAPED}"]),
+            "server_headers_delimited": ServerRead(header_server, [
+                f"SELECT {header_forms.delimited_sql('headers')} AS delimited FROM {VIEW_SHAPED}"]),
+            "server_headers_arrays": ServerRead(header_server, [header_forms.arrays_sql(VIEW_SHAPED)]),
+        })
 
         pruned = PRUNED.format(last=max(ends))
 
@@ -766,6 +851,14 @@ def main(argv: list[str] | None = None) -> int:
             "jvm_dense_headers_text": lambda: headers_text(jvm_stored(VIEW_SHAPED)),
             "headers_cached": headers_cached,
             "headers_parse": lambda: headers_cached().select(parsed_headers("headers")),
+            "headers_delimited_cached": lambda: headers_form("delimited"),
+            "headers_str_to_map": lambda: headers_form("delimited").select(
+                header_forms.from_delimited("delimited").alias("headers")),
+            "headers_str_to_map_unescaped": lambda: headers_form("delimited").select(
+                header_forms.from_delimited("delimited", escaped=False).alias("headers")),
+            "headers_arrays_cached": lambda: headers_form("arrays"),
+            "headers_arrays": lambda: headers_form("arrays").select(
+                header_forms.from_arrays("keys", "values").alias("headers")),
             "jvm_header_arrays": jvm_header_arrays,
             "jvm_header_arrays_count": lambda: jvm_header_arrays().groupBy().count(),
             "jvm_batch_base": jvm_batch_base,
@@ -829,6 +922,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{leaf_rows - markers - rows:,} aborted or open records, {markers:,} markers "
                   f"({leaf_rows / rows:.3f} rows a committed record)", file=sys.stderr)
             assert all(c == leaf_rows for n, c in counts.items() if n.startswith(("table_raw", "server_table_raw"))), counts
+        if any(v.startswith(("headers_", "server_headers_")) for v in chosen):
+            check_header_forms(spark, source, props, header_server, ends, variants)
         if "jvm_header_arrays" in chosen:
             differing = header_arrays_prototype.differing_headers(jvm_header_arrays(), jvm())
             with_headers = jvm().where("headers IS NOT NULL").count()
@@ -893,6 +988,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"order shuffled each round, --seed {seed}", file=sys.stderr)
         seconds, ratios = interleaved(chosen, measured, REFERENCE, args.rounds, rng)
         server.close()
+        header_server.close()
     spark.stop()
 
     medians = {n: statistics.median(s) for n, s in seconds.items()}
