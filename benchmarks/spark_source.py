@@ -112,7 +112,10 @@ materialised, nothing collected), with the same number of tasks (--tasks):
   splits read it, with an index on (partition, batch_position): Spark's side of the JVM read
   with a server cost near the raw read's; jvm_dense_no_headers: includeHeaders=false;
   jvm_dense_headers_text: the timestamp made, headers left as text (jvm_dense less the
-  headers' conversion);
+  headers' conversion); jvm_dense_delimited: the same read over bench_view_rows_delimited,
+  bench_view_rows with its headers stored as benchmarks/header_forms.py's delimited text, made
+  the map by str_to_map (header_forms.from_delimited) instead of from_json; checked equal to
+  jvm_dense row for row;
 - headers_cached: bench_view_rows' headers column, read once by the JVM read's relation and
   cached in Spark's memory, into the noop sink; headers_parse: the same with the JVM read's
   conversion (parsed_headers): the headers' conversion alone, no JDBC (headers_cached is taken
@@ -211,8 +214,8 @@ VARIANTS = ("plain", "records_raw", "table_raw", "table_raw_map", "table_raw_jso
             "jvm_batch_base_hash_no_headers", "jvm_batch_base_hash_by_partition",
             "jvm_batch_base_hash_by_partition_no_headers", "jvm_union", "plain_count", "source_adbc_count", "jvm_count", "jvm_nullable_count",
             "jvm_header_arrays_count", "jvm_batch_base_count",
-            "jvm_dense", "jvm_dense_no_headers", "jvm_dense_headers_text", "headers_cached", "headers_parse",
-            "headers_str_to_map", "headers_str_to_map_unescaped", "headers_arrays", "headers_delimited_cached",
+            "jvm_dense", "jvm_dense_no_headers", "jvm_dense_headers_text", "jvm_dense_delimited",
+            "headers_cached", "headers_parse", "headers_str_to_map", "headers_str_to_map_unescaped", "headers_arrays", "headers_delimited_cached",
             "headers_arrays_cached", "server_headers_json", "server_headers_delimited", "server_headers_arrays",
             "server_plain", "server_view", "server_dense", "server_batch_base", "server_batch_base_hash",
             "plain_pruned", "source_adbc_pruned", "jvm_pruned", "jvm_nullable_pruned",
@@ -251,6 +254,8 @@ PRUNED = "partition = {last}"
 PLAIN_COLUMNS = '"partition", "offset", commit_position, timestamp_ms, key, value, headers'
 # The view's output for the topic, as a table read by the JVM read's own code (jvm_dense).
 VIEW_SHAPED = "bench_view_rows"
+# VIEW_SHAPED with its headers stored as header_forms' delimited text (jvm_dense_delimited).
+VIEW_SHAPED_DELIMITED = "bench_view_rows_delimited"
 # What the JVM read's queries select: the stored columns of spark_jobs.reader.jvm.STORED_TYPES,
 # taken from it so that a variant never reads more columns than the JVM read does.
 JVM_STORED = [c.split("`")[1] for c in STORED_TYPES.split(", ")]
@@ -349,6 +354,26 @@ def copy_to_view_shaped_table(url: str) -> None:
         conn.execute(text(f'CREATE INDEX ix_{VIEW_SHAPED} ON {VIEW_SHAPED} ("partition", batch_position)'))
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.execute(text(f"VACUUM ANALYZE {VIEW_SHAPED}"))
+    engine.dispose()
+
+
+def copy_to_delimited_table(url: str) -> None:
+    """VIEW_SHAPED_DELIMITED, unless there: VIEW_SHAPED's rows, columns, order and index, the
+    headers made the delimited text (header_forms.delimited_sql) from their JSON."""
+    engine = create_engine(url, poolclass=NullPool)
+    columns = ", ".join(f"{header_forms.delimited_sql('headers')} AS headers" if c == "headers" else f'"{c}"'
+                        for c in JVM_STORED)
+    with engine.begin() as conn:
+        if conn.execute(text(f"SELECT to_regclass('{VIEW_SHAPED_DELIMITED}')")).scalar_one() is not None:
+            engine.dispose()
+            return
+        conn.execute(text(
+            f"CREATE TABLE {VIEW_SHAPED_DELIMITED} AS SELECT {columns}, topic_id, batch_position "
+            f'FROM {VIEW_SHAPED} ORDER BY "partition", batch_position, "offset"'))
+        conn.execute(text(f'CREATE INDEX ix_{VIEW_SHAPED_DELIMITED} ON {VIEW_SHAPED_DELIMITED} '
+                          '("partition", batch_position)'))
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text(f"VACUUM ANALYZE {VIEW_SHAPED_DELIMITED}"))
     engine.dispose()
 
 
@@ -571,9 +596,10 @@ def main(argv: list[str] | None = None) -> int:
             if spark_join_prototype.ensure(conn, log=lambda m: print(m, file=sys.stderr)):
                 print(f"  prototype: batch_base added to records ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
     rows = copy_to_plain_table(url)
-    if any(v in chosen for v in ("jvm_dense", "jvm_dense_no_headers", "jvm_dense_headers_text", "server_dense")) or any(
-            v.startswith(("headers_", "server_headers_")) for v in chosen):
+    if "server_dense" in chosen or any(v.startswith(("jvm_dense", "headers_", "server_headers_")) for v in chosen):
         copy_to_view_shaped_table(url)
+    if "jvm_dense_delimited" in chosen:
+        copy_to_delimited_table(url)
 
     spark, _ = build_session("spark-source-benchmark", databases=["postgresql"], master="local[2]",
                              conf={"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false",
@@ -849,6 +875,9 @@ def main(argv: list[str] | None = None) -> int:
             "jvm_dense": jvm_dense,
             "jvm_dense_no_headers": lambda: jvm_dense(includeHeaders="false"),
             "jvm_dense_headers_text": lambda: headers_text(jvm_stored(VIEW_SHAPED)),
+            "jvm_dense_delimited": lambda: read_jvm(
+                spark, *planned(headersFormat="json"), relation=VIEW_SHAPED_DELIMITED).withColumn(
+                "headers", header_forms.from_delimited("headers")),
             "headers_cached": headers_cached,
             "headers_parse": lambda: headers_cached().select(parsed_headers("headers")),
             "headers_delimited_cached": lambda: headers_form("delimited"),
@@ -924,6 +953,18 @@ def main(argv: list[str] | None = None) -> int:
             assert all(c == leaf_rows for n, c in counts.items() if n.startswith(("table_raw", "server_table_raw"))), counts
         if any(v.startswith(("headers_", "server_headers_")) for v in chosen):
             check_header_forms(spark, source, props, header_server, ends, variants)
+        if "jvm_dense_delimited" in chosen:
+            from pyspark.sql.functions import to_json
+
+            def as_json(df):  # type: ignore[no-untyped-def]
+                return df.withColumn("headers", to_json("headers"))
+
+            # Every row and column (the maps as JSON: the entries' order counts) against jvm_dense's.
+            a, b = as_json(variants["jvm_dense_delimited"]()), as_json(jvm_dense())
+            extra, missing = a.exceptAll(b).count(), b.exceptAll(a).count()
+            print(f"jvm_dense_delimited: {extra} rows not in jvm_dense's, {missing} of jvm_dense's not in its",
+                  file=sys.stderr)
+            assert extra == missing == 0, (extra, missing)
         if "jvm_header_arrays" in chosen:
             differing = header_arrays_prototype.differing_headers(jvm_header_arrays(), jvm())
             with_headers = jvm().where("headers IS NOT NULL").count()
