@@ -85,7 +85,7 @@ FETCH_READS = Counter(
 )
 DUPLICATE_BATCHES = Counter(
     "outbox_duplicate_batches",
-    "Batches answered as a retry of the producer's last batch in their partition: nothing written.",
+    "Batches answered as a retry of one of the producer's last 5 batches in their partition: nothing written.",
 )
 TRANSACTIONS_COMPLETED = Counter(
     "outbox_transactions_completed",

@@ -196,7 +196,8 @@ class OutOfOrderSequenceNumber(OutboxError):
 
 
 class DuplicateSequenceNumber(OutboxError):
-    """The batch overlaps sequences already written but is not a retry of the last batch."""
+    """The batch overlaps sequences already written but is not a retry of one of the producer's
+    last batches there (app.domain.producer.check_sequence)."""
 
     error_code = "DUPLICATE_SEQUENCE_NUMBER"
 

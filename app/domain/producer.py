@@ -2,14 +2,18 @@
 
 A batch carries `base_sequence`; its records take base_sequence .. base_sequence+n-1.
 The service remembers, per producer and partition, the epoch, the last sequence written,
-and the last batch (its base sequence, size and first offset), so that a retry of that
-batch is answered with the offsets it was first given, and writes nothing.
+and the last batch (its base sequence, size and first offset); the batches before it are read
+back from their rows only for a batch that overlaps what was written. A retry of any of the
+producer's last RETAINED_BATCHES batches in its epoch is answered with the offsets that batch
+was first given, and writes nothing.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import islice
 
 from app.domain.errors import (
     DuplicateSequenceNumber,
@@ -21,6 +25,11 @@ from app.domain.errors import (
 from app.domain.types import MAX_PRODUCER_EPOCH
 
 MAX_SEQUENCE = 2**31 - 1
+
+# How many of a producer's latest batches in a partition, in its epoch, a retry is recognised
+# for: Kafka's brokers keep as many, so that a producer with up to 5 requests in flight may
+# retry any of them after a lost answer.
+RETAINED_BATCHES = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +133,16 @@ class ActiveProducer:
 
 
 @dataclass(frozen=True, slots=True)
+class WrittenBatch:
+    """One of a producer's batches as it was written in a partition: its sequences and the
+    base offset its first write answered. check_sequence answers a retry of it with this."""
+
+    base_sequence: int
+    record_count: int
+    base_offset: int
+
+
+@dataclass(frozen=True, slots=True)
 class ProducerPartitionState:
     producer_epoch: int
     last_sequence: int
@@ -131,10 +150,27 @@ class ProducerPartitionState:
     last_batch_record_count: int
     last_batch_base_offset: int
 
+    @property
+    def last_batch(self) -> WrittenBatch:
+        return WrittenBatch(self.last_batch_base_sequence, self.last_batch_record_count, self.last_batch_base_offset)
+
 
 class BatchVerdict(enum.Enum):
+    """check_sequence's verdict on a batch to write (a retry is answered with the WrittenBatch it
+    repeats instead)."""
+
     APPEND = "append"
-    DUPLICATE = "duplicate"
+
+
+# A producer's earlier batches in a partition, as check_sequence asks for them with
+# (producer_epoch, before_offset, count): its batches of that epoch written below that offset,
+# the latest first, at most `count` (fewer where there are fewer, or where they can no longer be
+# found: app.storage.sequence_state.earlier_batches).
+EarlierBatches = Callable[[int, int, int], Sequence[WrittenBatch]]
+
+
+def _none_earlier(producer_epoch: int, before_offset: int, count: int) -> Sequence[WrittenBatch]:
+    return ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,8 +215,17 @@ def check_sequence(
     record_count: int,
     *,
     taken_back: bool = False,
-) -> BatchVerdict:
-    """Decide whether a batch is the next one, a retry of the last one, or refused.
+    earlier_batches: EarlierBatches = _none_earlier,
+) -> BatchVerdict | WrittenBatch:
+    """Decide whether a batch is the next one (APPEND), a retry of one of the producer's last
+    RETAINED_BATCHES batches here in its epoch (that batch as first written: nothing is written,
+    its offsets are answered again), or refused.
+
+    A retry is recognised by its base sequence and record count, as Kafka's brokers recognise
+    one: a batch that overlaps what was written otherwise is DUPLICATE_SEQUENCE_NUMBER. The
+    last batch is in the state; `earlier_batches` is asked for the ones before it only for a
+    batch that overlaps the sequences written and is not the last one (a rare retry), so that
+    the next batch, nearly every one, costs no look-up.
 
     `taken_back`: the producer's id was taken back after producer expiry forgot it
     (StoredProducer.taken_back), so its sequences did not start where it has no state: a
@@ -213,11 +258,28 @@ def check_sequence(
         base_sequence == state.last_batch_base_sequence
         and record_count == state.last_batch_record_count
     ):
-        return BatchVerdict.DUPLICATE
+        return state.last_batch
     if base_sequence <= state.last_sequence:
+        if base_sequence < state.last_batch_base_sequence:
+            # The last batch is one of the RETAINED_BATCHES; the others are the ones before it.
+            # Each batch of a producer in one epoch is the next one after the one before, so its
+            # retained batches are the chain of sequences back from the last batch: a row that
+            # does not end where the later one began is no batch of this run (written before a
+            # take-back after producer expiry, which takes a batch at any sequence, or by an
+            # earlier holder of the id), and nothing below it is either.
+            retained = RETAINED_BATCHES - 1
+            found = earlier_batches(state.producer_epoch, state.last_batch_base_offset, retained)
+            follows = state.last_batch_base_sequence
+            for earlier in islice(found, retained):
+                if earlier.base_sequence + earlier.record_count != follows:
+                    break
+                if (earlier.base_sequence, earlier.record_count) == (base_sequence, record_count):
+                    return earlier
+                follows = earlier.base_sequence
         raise DuplicateSequenceNumber(
             f"sequences {base_sequence}..{base_sequence + record_count - 1} overlap those already "
-            f"written (last {state.last_sequence}) and are not a retry of the last batch"
+            f"written (last {state.last_sequence}) and are not a retry of one of the producer's last "
+            f"{RETAINED_BATCHES} batches here"
         )
     raise OutOfOrderSequenceNumber(
         f"expected base_sequence {state.last_sequence + 1}, got {base_sequence}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from sqlalchemy import Connection
 
@@ -32,6 +33,7 @@ from app.storage.record_rows import BatchToAppend, write_records
 from app.storage.seen_topics import TopicChanged
 from app.storage.sequence_state import (
     batch_state_params,
+    earlier_batches,
     read_producer_state,
     take_offsets_writing_state_stmt,
     write_batch_state,
@@ -202,12 +204,15 @@ def append_batches(
                 already_in_transaction, state = read_producer_state(
                     conn, producer_id, transactional_id, txn_id, batch.topic_id, batch.partition
                 )
-                verdict = check_sequence(state, producer_epoch, batch.base_sequence, count, taken_back=taken_back)
-                if verdict is BatchVerdict.DUPLICATE:
-                    assert state is not None
+                verdict = check_sequence(
+                    state, producer_epoch, batch.base_sequence, count, taken_back=taken_back,
+                    earlier_batches=partial(earlier_batches, conn, producer_id, batch.topic_id, batch.partition))
+                if verdict is not BatchVerdict.APPEND:
+                    # A retry of a batch written before (the last one, or one of the few before
+                    # it): nothing written, the offsets its first write took answered again.
                     _return_offsets(conn, batch, count + extra)
                     results[_partition_key(batch)] = AppendResult(
-                        batch.topic_id, batch.partition, state.last_batch_base_offset, count, True, txn_id
+                        batch.topic_id, batch.partition, verdict.base_offset, count, True, txn_id
                     )
                     continue
         _check_expected(batch, base_offset)

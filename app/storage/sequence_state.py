@@ -10,15 +10,15 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, exists, literal, select, update
+from sqlalchemy import Connection, Integer, bindparam, exists, literal, select, update
 
-from app.domain.producer import NextBatchCondition, ProducerPartitionState
+from app.domain.producer import NextBatchCondition, ProducerPartitionState, WrittenBatch
 from app.domain.types import RecordState
 from app.storage import dialect
 from app.storage.batch_rows import batch_row_part
 from app.storage.log_end import TAKEN, TAKEN_JOINING, Joining
 from app.storage.record_rows import BatchToAppend
-from app.storage.tables import producer_partitions, producers, transaction_partitions
+from app.storage.tables import producer_partitions, producers, record_batches, transaction_partitions
 
 
 def _in_partition(column: Any, *keys: Any, prefix: str = "", also: tuple[Any, ...] = ()) -> Any:
@@ -283,6 +283,48 @@ def batch_state_params(
         params["b_expected_epoch"] = expected.producer_epoch
         params["b_expected_last_sequence"] = expected.last_sequence
     return params
+
+
+# How many of a partition's batch rows below a producer's last batch earlier_batches reads at
+# most, whoever wrote them: a bounded walk of record_batches' primary key backwards, so that a
+# batch that overlaps what its producer wrote (a retry of one of its earlier batches, rare) costs
+# at most that, and no append pays for an index of each producer's batches. A retry whose batch
+# has more batches of the partition between it and its producer's last one than this is not
+# recognised (DUPLICATE_SEQUENCE_NUMBER, as before it was looked for); docs/benchmarks.md,
+# "A retry of an earlier batch", has what the walk costs.
+EARLIER_BATCHES_SCANNED = 10_000
+
+_rb = record_batches
+_BELOW_LAST = (
+    select(_rb.c.base_offset, _rb.c.record_count, _rb.c.base_sequence, _rb.c.producer_id, _rb.c.producer_epoch,
+           _rb.c.control_type)
+    .where(_rb.c.topic_id == bindparam("topic_id"), _rb.c.partition == bindparam("partition"),
+           _rb.c.base_offset < bindparam("before_offset"))
+    .order_by(_rb.c.base_offset.desc())
+    .limit(EARLIER_BATCHES_SCANNED)
+    .subquery()
+)
+_EARLIER_BATCHES = (
+    select(_BELOW_LAST.c.base_sequence, _BELOW_LAST.c.record_count, _BELOW_LAST.c.base_offset)
+    .where(_BELOW_LAST.c.producer_id == bindparam("producer_id"),
+           _BELOW_LAST.c.producer_epoch == bindparam("producer_epoch"),
+           _BELOW_LAST.c.control_type.is_(None))
+    .order_by(_BELOW_LAST.c.base_offset.desc())
+    .limit(bindparam("count", type_=Integer))
+)
+
+
+def earlier_batches(conn: Connection, producer_id: int, topic_id: int, partition: int, producer_epoch: int,
+                    before_offset: int, count: int) -> list[WrittenBatch]:
+    """The producer's data batches of `producer_epoch` in the partition that begin below
+    `before_offset` (its last batch's), the latest first, at most `count`, among the
+    EARLIER_BATCHES_SCANNED batch rows below it: what check_sequence asks for
+    (app.domain.producer.EarlierBatches). A batch whose row retention or compaction deleted (no
+    record of it left) is not found. Read after the partition's lock, as read_producer_state."""
+    rows = conn.execute(_EARLIER_BATCHES, {
+        "topic_id": topic_id, "partition": partition, "before_offset": before_offset,
+        "producer_id": producer_id, "producer_epoch": producer_epoch, "count": count}).all()
+    return [WrittenBatch(*row) for row in rows]
 
 
 def last_batches(conn: Connection, producer_id: int, keys: Sequence[tuple[int, int]]) -> dict[

@@ -383,6 +383,39 @@ def test_an_idempotent_retry_is_answered_with_the_first_offsets_and_written_once
     assert _stored(kafka) == [(0, None, 1), (1, None, 2)]
 
 
+def test_a_retry_of_any_of_the_last_five_batches_is_answered_with_its_first_base_offset(kafka: Listener) -> None:
+    """A producer with up to five requests in flight retries any of them after a lost answer:
+    as Kafka's brokers, the door answers each of the producer's last five batches in the
+    partition again (NONE, the base offset first answered), writing nothing; the sixth back, or
+    one of them with another record count, is DUPLICATE_SEQUENCE_NUMBER."""
+    create_topic(kafka.client, "orders")
+    with kafka.connect() as s:
+        init = ask(s, 22, 4, request_class(22, 4)(transactional_id=None, transaction_timeout=datetime.timedelta(0),
+                                                  producer_id=-1, producer_epoch=-1))
+
+        def produce(values: list[bytes], base_sequence: int) -> tuple[ErrorCode, int]:
+            p = _partition_answer(ask(s, 0, 9, _produce("orders", 0, _records(
+                values, producer_id=init.producer_id, producer_epoch=init.producer_epoch,
+                base_sequence=base_sequence))))
+            return p.error_code, p.base_offset
+
+        batches, sequence = [], 0
+        for n, count in enumerate((2, 1, 3, 1, 2, 1)):
+            values = [b'"b%d.%d"' % (n, i) for i in range(count)]
+            batches.append((values, sequence, produce(values, sequence)))
+            sequence += count
+            # Another producer's record between each two of its batches.
+            assert _partition_answer(ask(s, 0, 9, _produce("orders", 0, _records([b'"other"'])))).error_code \
+                == ErrorCode.none
+        stored = _stored(kafka)
+        retries = [produce(values, base_sequence) for values, base_sequence, _ in batches]
+        recounted = produce([b'"x"', b'"y"'], 3)  # the third batch's sequences (3..5), two records
+    assert [first for _, _, first in batches] == [(ErrorCode.none, o) for o in (0, 3, 5, 9, 11, 14)]
+    assert retries == [(ErrorCode.duplicate_sequence_number, -1)] + [first for _, _, first in batches[1:]]
+    assert recounted == (ErrorCode.duplicate_sequence_number, -1)
+    assert _stored(kafka) == stored and len(stored) == 16
+
+
 def test_an_idempotent_batch_with_a_negative_base_sequence_is_refused_as_the_http_door_refuses_it(
         kafka: Listener) -> None:
     """A base sequence below 0 is no batch's (Kafka's are 0 to 2^31-1): the HTTP

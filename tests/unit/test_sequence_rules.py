@@ -16,7 +16,9 @@ from app.domain.producer import (
     MAX_SEQUENCE,
     BatchVerdict,
     NextBatchCondition,
+    RETAINED_BATCHES,
     ProducerPartitionState,
+    WrittenBatch,
     check_sequence,
     next_batch_condition,
     starts_epoch,
@@ -67,7 +69,7 @@ def test_next_single_record_batch_is_appended() -> None:
 
 
 def test_exact_retry_of_the_last_batch_is_a_duplicate() -> None:
-    assert check_sequence(after(base=10, count=5), 3, 10, 5) is BatchVerdict.DUPLICATE
+    assert check_sequence(after(base=10, count=5), 3, 10, 5) == WrittenBatch(10, 5, 100)
 
 
 def test_retry_of_the_last_batch_with_fewer_records_is_a_duplicate_sequence_error() -> None:
@@ -92,9 +94,75 @@ def test_batch_starting_at_the_last_sequence_is_a_duplicate_sequence_error() -> 
         check_sequence(after(base=10, count=5), 3, 14, 1)
 
 
-def test_retry_of_an_earlier_batch_is_a_duplicate_sequence_error() -> None:
+def test_an_overlap_of_earlier_sequences_with_no_earlier_batch_found_is_a_duplicate_sequence_error() -> None:
     with pytest.raises(DuplicateSequenceNumber):
         check_sequence(after(base=10, count=5), 3, 0, 10)
+
+
+# The producer's batches before its last one (10..14 at offset 100), the latest first, as storage
+# answers them: 8..9 at 90, 5..7 at 80, 4 at 70, 2..3 at 60, 0..1 at 50.
+_EARLIER = [WrittenBatch(8, 2, 90), WrittenBatch(5, 3, 80), WrittenBatch(4, 1, 70), WrittenBatch(2, 2, 60),
+            WrittenBatch(0, 2, 50)]
+
+
+class _Earlier:
+    """storage.sequence_state.earlier_batches as check_sequence sees it: `batches`, the latest
+    first, with each question asked kept."""
+
+    def __init__(self, batches: list[WrittenBatch]) -> None:
+        self.batches = batches
+        self.asked: list[tuple[int, int, int]] = []
+
+    def __call__(self, producer_epoch: int, before_offset: int, count: int) -> list[WrittenBatch]:
+        self.asked.append((producer_epoch, before_offset, count))
+        return self.batches[:count]
+
+
+@pytest.mark.parametrize("retried", _EARLIER[:RETAINED_BATCHES - 1])
+def test_a_retry_of_one_of_the_four_batches_before_the_last_is_answered_with_that_batch(
+        retried: WrittenBatch) -> None:
+    earlier = _Earlier(_EARLIER)
+    assert check_sequence(after(base=10, count=5), 3, retried.base_sequence, retried.record_count,
+                          earlier_batches=earlier) == retried
+    # Asked once, for the batches of the state's epoch below the last batch's offset.
+    assert earlier.asked == [(3, 100, RETAINED_BATCHES - 1)]
+
+
+def test_a_retry_of_the_sixth_batch_back_is_a_duplicate_sequence_error_even_if_storage_answers_it() -> None:
+    # Storage answering more than it was asked for does not widen the window.
+    with pytest.raises(DuplicateSequenceNumber):
+        check_sequence(after(base=10, count=5), 3, 0, 2, earlier_batches=lambda epoch, before, count: _EARLIER)
+
+
+def test_a_retry_of_an_earlier_batch_with_another_record_count_is_a_duplicate_sequence_error() -> None:
+    for count in (2, 4):  # it was 3
+        with pytest.raises(DuplicateSequenceNumber):
+            check_sequence(after(base=10, count=5), 3, 5, count, earlier_batches=_Earlier(_EARLIER))
+
+
+def test_earlier_batches_are_not_looked_for_by_a_next_batch_a_gap_or_a_retry_of_the_last_batch() -> None:
+    earlier = _Earlier(_EARLIER)
+    assert check_sequence(after(base=10, count=5), 3, 15, 1, earlier_batches=earlier) is BatchVerdict.APPEND
+    assert check_sequence(after(base=10, count=5), 3, 10, 5, earlier_batches=earlier) == WrittenBatch(10, 5, 100)
+    for base, count in ((12, 1), (10, 4)):  # overlapping the last batch only
+        with pytest.raises(DuplicateSequenceNumber):
+            check_sequence(after(base=10, count=5), 3, base, count, earlier_batches=earlier)
+    with pytest.raises(OutOfOrderSequenceNumber):
+        check_sequence(after(base=10, count=5), 3, 16, 1, earlier_batches=earlier)
+    with pytest.raises(InvalidProducerEpoch):
+        check_sequence(after(base=10, count=5), 2, 5, 3, earlier_batches=earlier)
+    assert earlier.asked == []
+
+
+def test_an_earlier_batch_that_does_not_lead_to_the_last_one_by_its_sequences_is_no_retained_batch() -> None:
+    # 5..7 at 80 is followed by 9..9, not 8..9: the rows from 80 down are of another run of the
+    # producer id (before a take-back, or an earlier holder's), whose sequences only look alike.
+    broken = [WrittenBatch(9, 1, 90), WrittenBatch(5, 3, 80), WrittenBatch(4, 1, 70)]
+    state = ProducerPartitionState(3, 14, 10, 5, 100)
+    assert check_sequence(state, 3, 9, 1, earlier_batches=_Earlier(broken)) == WrittenBatch(9, 1, 90)
+    for base, count in ((5, 3), (4, 1)):
+        with pytest.raises(DuplicateSequenceNumber):
+            check_sequence(state, 3, base, count, earlier_batches=_Earlier(broken))
 
 
 # --- gaps ----------------------------------------------------------------------------------------
@@ -170,7 +238,7 @@ def test_first_batch_of_the_max_size_is_appended() -> None:
 
 def test_retry_of_a_batch_ending_at_the_max_sequence_is_a_duplicate() -> None:
     state = after(base=MAX_SEQUENCE - 4, count=5)
-    assert check_sequence(state, 3, MAX_SEQUENCE - 4, 5) is BatchVerdict.DUPLICATE
+    assert check_sequence(state, 3, MAX_SEQUENCE - 4, 5) == WrittenBatch(MAX_SEQUENCE - 4, 5, 100)
 
 
 # --- the next batch as a condition storage tests while writing --------------------------------
@@ -280,6 +348,6 @@ def test_a_taken_back_producer_s_first_batch_where_it_has_no_state_is_appended_a
     assert check_sequence(None, 3, 41, 2, taken_back=True) is BatchVerdict.APPEND
     state = ProducerPartitionState(3, 42, 41, 2, 7)
     # Where it has a state again, the usual rules: a retry, and a gap.
-    assert check_sequence(state, 3, 41, 2, taken_back=True) is BatchVerdict.DUPLICATE
+    assert check_sequence(state, 3, 41, 2, taken_back=True) == WrittenBatch(41, 2, 7)
     with pytest.raises(OutOfOrderSequenceNumber):
         check_sequence(state, 3, 45, 1, taken_back=True)

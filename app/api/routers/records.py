@@ -25,7 +25,8 @@ async def send(body: Annotated[DecodedSend, Depends(SendBody())], services: Serv
 
     - plain: no producer fields.
     - idempotent: `producer_id`, `producer_epoch` and a `base_sequence` per batch; a retry of
-      the last batch is answered with its first offsets and writes nothing (`duplicate`).
+      one of the producer's last 5 batches in a partition is answered with its first offsets
+      and writes nothing (`duplicate`).
     - transactional: also `transactional_id`, inside BeginTransaction … Commit/Abort; under
       transaction version 2 the first such Send after InitProducerId, Commit or Abort begins
       the transaction (`txn_id` in the answer).
