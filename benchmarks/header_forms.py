@@ -16,6 +16,9 @@ writes or reads these forms.
   others are unescaped name by name and value by value. An empty object is the empty text
   (str_to_map makes that {"": null}, so it is tested first), no headers NULL.
 - Two arrays: names and values in the object's order, made a map by map_from_arrays.
+- The JSON text itself, made a map by the JVM read's Java UDF (spark_jobs.headers_jar), which
+  reads only the shape the service stores, in one pass, where from_json makes a general parser
+  per row: no stored form at all.
 
 delimited_sql and arrays_sql make the same forms on PostgreSQL from the stored text (what a
 view would do), the object's order kept by json_each_text over the text as `json`.
@@ -49,6 +52,17 @@ EDGE_CASES: list[str | None] = [
     json.dumps({"p\x02q": "\x03c", "\x03": ""}, ensure_ascii=False),
     json.dumps({"caf\u00e9": "\u00fc\U0001f600", "back\\slash": 'quote"d', "nl": "a\nb\tc\x04"}, ensure_ascii=False),
 ]
+
+
+def from_udf(text: Any) -> Any:
+    """The map of a JSON object's text (a column or its name) by the JVM read's UDF alone
+    (spark_jobs.headers_jar; without from_json for the texts it gives null for): the session
+    must have it (register_headers_udf)."""
+    from pyspark.sql import functions as F
+
+    from spark_jobs.headers_jar import FUNCTION
+
+    return F.call_function(FUNCTION, F.col(text) if isinstance(text, str) else text)
 
 
 def _replaced(column: Any, pairs: Any) -> Any:
@@ -93,12 +107,14 @@ def from_arrays(keys: Any, values: Any) -> Any:
     return F.map_from_arrays(keys, values)
 
 
-def differing_rows(frame: Any, column: str = "headers", delimited_column: str | None = None) -> dict[str, int]:
+def differing_rows(frame: Any, column: str = "headers", delimited_column: str | None = None,
+                   udf: bool = False) -> dict[str, int]:
     """Rows of `frame` whose map made through each form from the row's own JSON text (`column`)
     differs from from_json's map of it, compared as JSON (to_json: the entries' order counts, as
     it shows in the map), by form: `escaped` (delimited text, escaped), `unescaped` (delimited
     text as it is, str_to_map alone), `arrays`, and `given` (`delimited_column`, a delimited
-    text made elsewhere, e.g. by delimited_sql, when named)."""
+    text made elsewhere, e.g. by delimited_sql, when named), and `udf` (the UDF over the row's
+    own JSON text, when udf is true: the session must have it)."""
     from pyspark.sql import functions as F
 
     from spark_jobs.reader.jvm import parsed_headers
@@ -109,6 +125,8 @@ def differing_rows(frame: Any, column: str = "headers", delimited_column: str | 
              "arrays": from_arrays(F.map_keys(parsed), F.map_values(parsed))}
     if delimited_column is not None:
         forms["given"] = from_delimited(delimited_column)
+    if udf:
+        forms["udf"] = from_udf(column)
     reference = F.to_json(parsed)
     row = frame.select(*[F.sum(F.when(reference.eqNullSafe(F.to_json(made)), 0).otherwise(1)).alias(name)
                          for name, made in forms.items()]).first()

@@ -135,6 +135,13 @@ materialised, nothing collected), with the same number of tasks (--tasks):
   from the stored JSON text (header_forms.delimited_sql, arrays_sql) over every row of
   bench_view_rows, one statement, no parallel workers, against server_headers_json, the same
   selecting the JSON text;
+- the headers' parser (spark_jobs.headers_jar, a Java UDF that reads the shape the service
+  stores, from_json for any other text): since it, read_jvm (jvm, jvm_dense and the other reads
+  through it) parses with it where the session has it (build_session builds it where a JDK is
+  installed). jvm_from_json and jvm_dense_from_json: jvm and jvm_dense with from_json alone, as
+  they read before; table_raw_udf: table_raw_map with the parser. Each pair is checked equal row
+  for row. headers_udf: the UDF alone over headers_cached's rows, against headers_parse, and
+  checked to give from_json's map over the edge cases and every row, with the other forms;
 - server_plain, server_view, server_dense: the server's execution of each variant's split
   queries (plain's id ranges, the JVM read's predicates over the view, the same over
   bench_view_rows; server_batch_base: the predicates over prototype_committed_records;
@@ -191,6 +198,7 @@ import step3_prototype  # noqa: E402
 from scratch import ADMIN_URL, kept_database  # noqa: E402
 
 from spark_jobs.datasource import read_outbox  # noqa: E402
+from spark_jobs.headers_jar import register_headers_udf  # noqa: E402
 from spark_jobs.reader.jvm import (  # noqa: E402
     STORED_TYPES, VIEW, declared, parsed_headers, read_jvm, record_columns, stored_rows)
 from spark_jobs.reader.jvm import connection_properties as jvm_connection_properties  # noqa: E402
@@ -215,6 +223,7 @@ VARIANTS = ("plain", "records_raw", "table_raw", "table_raw_map", "table_raw_jso
             "jvm_batch_base_hash_by_partition_no_headers", "jvm_union", "plain_count", "source_adbc_count", "jvm_count", "jvm_nullable_count",
             "jvm_header_arrays_count", "jvm_batch_base_count",
             "jvm_dense", "jvm_dense_no_headers", "jvm_dense_headers_text", "jvm_dense_delimited",
+            "jvm_from_json", "jvm_dense_from_json", "table_raw_udf", "headers_udf",
             "headers_cached", "headers_parse", "headers_str_to_map", "headers_str_to_map_unescaped", "headers_arrays", "headers_delimited_cached",
             "headers_arrays_cached", "server_headers_json", "server_headers_delimited", "server_headers_arrays",
             "server_plain", "server_view", "server_dense", "server_batch_base", "server_batch_base_hash",
@@ -228,7 +237,7 @@ VARIANTS = ("plain", "records_raw", "table_raw", "table_raw_map", "table_raw_jso
 # Variants whose rows are not the committed records: the log's table read raw (every row of the
 # topic's leaves), the prototype's broadcast side alone, and the server's execution of its raw
 # records' split queries (every record but markers) and batches' query.
-NOT_COMMITTED_ROWS = ("records_raw", "table_raw", "table_raw_map", "table_raw_json", "server_table_raw",
+NOT_COMMITTED_ROWS = ("records_raw", "table_raw", "table_raw_map", "table_raw_json", "table_raw_udf", "server_table_raw",
                       "jvm_spark_join_batches", "jvm_spark_join_records", "server_spark_join", "server_spark_join_batches")
 # The raw reads of the log's table each variant is also compared with, when chosen.
 TABLE_REFERENCES = ("records_raw", "table_raw")
@@ -247,7 +256,7 @@ REFERENCE = {"plain_count": "plain_count", "source_adbc_count": "plain_count", "
              # The headers' forms without a JSON parse against from_json over the same cached rows,
              # and what making each on the server costs against selecting the JSON text.
              **{f"headers_{form}": "headers_parse" for form in (
-                 "cached", "str_to_map", "str_to_map_unescaped", "arrays", "delimited_cached", "arrays_cached")},
+                 "cached", "str_to_map", "str_to_map_unescaped", "arrays", "delimited_cached", "arrays_cached", "udf")},
              **{f"server_headers_{form}": "server_headers_json" for form in ("json", "delimited", "arrays")}}
 # The pruned variants keep one partition of the topic: the last.
 PRUNED = "partition = {last}"
@@ -459,33 +468,35 @@ def headers_text(stored):  # type: ignore[no-untyped-def]
                          F.timestamp_millis("timestamp_ms").alias("timestamp"))
 
 
-def check_header_forms(spark, source, props: dict[str, str], conn, ends, variants) -> None:  # type: ignore[no-untyped-def]
+def check_header_forms(spark, source, props: dict[str, str], conn, ends, variants,  # type: ignore[no-untyped-def]
+                       udf: bool = False) -> None:
     """Asserts that every form of the headers (benchmarks/header_forms.py) gives from_json's map:
     row by row, made from each row's own JSON text, over header objects holding the characters
     the delimited form escapes (EDGE_CASES; the fill's hold none) and over every row of the
     view's output (VIEW_SHAPED), with the delimited text also as PostgreSQL makes it
-    (delimited_sql); then the timed variants' rows against headers_parse's, as multisets."""
+    (delimited_sql), and the UDF's map (udf: the session has it); then the timed variants' rows
+    against headers_parse's, as multisets."""
     from pyspark.sql import functions as G
 
     sql = header_forms.delimited_sql("t.h")
     made = conn.execute(f"SELECT t.h, {sql} FROM unnest(%s::text[]) WITH ORDINALITY AS t(h, n) ORDER BY t.n",
                         (header_forms.EDGE_CASES,)).fetchall()
     edge = header_forms.differing_rows(spark.createDataFrame(made, "headers string, delimited string"),
-                                       delimited_column="delimited")
+                                       delimited_column="delimited", udf=udf)
     print(f"header forms, {len(made)} edge cases: rows differing from from_json's map, by form: {edge}", file=sys.stderr)
     # The unescaped form differs where a name or value holds a delimiter: why the escape.
-    assert edge["escaped"] == edge["arrays"] == edge["given"] == 0 and edge["unescaped"] > 0, edge
+    assert edge["escaped"] == edge["arrays"] == edge["given"] == edge.get("udf", 0) == 0 and edge["unescaped"] > 0, edge
     stored = spark.read.jdbc(
         source.url, f"(SELECT \"partition\", headers, {header_forms.delimited_sql('headers')} AS delimited "
         f"FROM {VIEW_SHAPED}) h", predicates=[f'"partition" = {p}' for p in sorted(ends)],
         properties={**props, "options": "-c jit=off"})
-    every = header_forms.differing_rows(stored, delimited_column="delimited")
+    every = header_forms.differing_rows(stored, delimited_column="delimited", udf=udf)
     rows, with_headers = stored.select(G.count("*"), G.count("headers")).first()
     print(f"header forms, {rows:,} rows of {VIEW_SHAPED} ({with_headers:,} with headers): rows differing from "
           f"from_json's map, by form: {every}", file=sys.stderr)
     assert set(every.values()) == {0}, every
     reference = variants["headers_parse"]().select(G.to_json("headers").alias("h"))
-    for name in ("headers_str_to_map", "headers_str_to_map_unescaped", "headers_arrays"):
+    for name in ("headers_str_to_map", "headers_str_to_map_unescaped", "headers_arrays", *(("headers_udf",) if udf else ())):
         read = variants[name]().select(G.to_json("headers").alias("h"))
         # exceptAll is a difference of multisets: none left over either way is the same rows.
         extra, missing = read.exceptAll(reference).count(), reference.exceptAll(read).count()
@@ -605,6 +616,12 @@ def main(argv: list[str] | None = None) -> int:
                              conf={"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false",
                                    "spark.driver.memory": "2g"})
     spark.sparkContext.setLogLevel("ERROR")
+    # The JVM read's headers parser (build_session adds its jar where a JDK can build it): jvm,
+    # jvm_dense and the other reads through read_jvm use it; the *_from_json variants do not.
+    udf = register_headers_udf(spark)
+    print(f"  the headers' UDF: {'in the session' if udf else 'not in the session (no JDK?)'}", file=sys.stderr)
+    if not udf and any(v.endswith(("_udf", "_from_json")) for v in chosen):
+        raise SystemExit("the *_udf and *_from_json variants need the headers' UDF: install a JDK (javac)")
     source = JdbcSource.from_url(url)
     props = source.properties(fetchsize=DEFAULT_FETCHSIZE)
     with committed_log.serve(url) as api:
@@ -878,6 +895,12 @@ def main(argv: list[str] | None = None) -> int:
             "jvm_dense_delimited": lambda: read_jvm(
                 spark, *planned(headersFormat="json"), relation=VIEW_SHAPED_DELIMITED).withColumn(
                 "headers", header_forms.from_delimited("headers")),
+            "jvm_from_json": lambda: jvm(headersFormat="json").withColumn("headers", parsed_headers("headers")),
+            "jvm_dense_from_json": lambda: jvm_dense(headersFormat="json").withColumn(
+                "headers", parsed_headers("headers")),
+            "table_raw_udf": lambda: table_raw_converted(headersFormat="json").withColumn(
+                "headers", parsed_headers("headers", udf=True)),
+            "headers_udf": lambda: headers_cached().select(header_forms.from_udf("headers").alias("headers")),
             "headers_cached": headers_cached,
             "headers_parse": lambda: headers_cached().select(parsed_headers("headers")),
             "headers_delimited_cached": lambda: headers_form("delimited"),
@@ -952,7 +975,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"({leaf_rows / rows:.3f} rows a committed record)", file=sys.stderr)
             assert all(c == leaf_rows for n, c in counts.items() if n.startswith(("table_raw", "server_table_raw"))), counts
         if any(v.startswith(("headers_", "server_headers_")) for v in chosen):
-            check_header_forms(spark, source, props, header_server, ends, variants)
+            check_header_forms(spark, source, props, header_server, ends, variants, udf=udf)
         if "jvm_dense_delimited" in chosen:
             from pyspark.sql.functions import to_json
 
@@ -965,6 +988,20 @@ def main(argv: list[str] | None = None) -> int:
             print(f"jvm_dense_delimited: {extra} rows not in jvm_dense's, {missing} of jvm_dense's not in its",
                   file=sys.stderr)
             assert extra == missing == 0, (extra, missing)
+        for made_by_udf, by_from_json in (("jvm", "jvm_from_json"), ("jvm_dense", "jvm_dense_from_json"),
+                                          ("table_raw_udf", "table_raw_map")):
+            if not (udf and {made_by_udf, by_from_json} & set(chosen)):
+                continue
+            from pyspark.sql import functions as U
+
+            # Every row and column (the maps as JSON: the entries' order counts) against the
+            # same read with from_json's map.
+            a = variants[made_by_udf]().withColumn("headers", U.to_json("headers"))
+            b = variants[by_from_json]().withColumn("headers", U.to_json("headers"))
+            extra, missing = a.exceptAll(b).count(), b.exceptAll(a).count()
+            print(f"{made_by_udf}: {extra} rows not in its from_json read's, {missing} of those not in its",
+                  file=sys.stderr)
+            assert extra == missing == 0, (made_by_udf, extra, missing)
         if "jvm_header_arrays" in chosen:
             differing = header_arrays_prototype.differing_headers(jvm_header_arrays(), jvm())
             with_headers = jvm().where("headers IS NOT NULL").count()

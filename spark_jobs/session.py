@@ -1,11 +1,13 @@
 """The SparkSession of a job: Java checked, JDBC drivers found, small-batch defaults.
 
 Run with `python -m …`, PySpark starts its own JVM, and the JDBC jars found by
-spark_jobs.jars go into `spark.jars` before it starts. Run under `spark-submit`, the JVM is
+spark_jobs.jars go into `spark.jars` before it starts, with the JVM read's headers parser
+where a JDK can build it (spark_jobs.headers_jar). Run under `spark-submit`, the JVM is
 already up with what `--jars` / `--packages` gave it: the jars are checked, not added (a jar
 added after the driver JVM started would reach the executors but not the driver, which
 needs the driver class to plan the read), and a missing driver is an error that names the
-`--jars` to add.
+`--jars` to add. The headers parser is not checked there: without it in `--jars`
+(`python -m spark_jobs.headers_jar` prints its path), the JVM read parses with from_json.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Iterable, Mapping, MutableMapping
 from pathlib import Path
 
 from spark_jobs.errors import JdbcDriverNotFound
+from spark_jobs.headers_jar import headers_jar
 from spark_jobs.jars import (
     JarResolution,
     check_java,
@@ -85,6 +88,11 @@ def build_session(
         builder = SparkSession.builder.appName(app_name).master(master or DEFAULT_MASTER)
         use_this_python_for_workers(os.environ)
         extra = {**DEFAULT_CONF, **(conf or {}), **resolution.spark_conf()}
+        headers = headers_jar()
+        if headers is not None:
+            # The JVM read's headers parser (spark_jobs.headers_jar): in spark.jars, the driver's
+            # class path and every executor's.
+            extra["spark.jars"] = ",".join([*split_jar_list(extra.get("spark.jars", "")), str(headers)])
         if (conf or {}).get("spark.jars.repositories") and "spark.jars.repositories" in resolution.spark_conf():
             # The caller's repositories kept, the probed one after them.
             extra["spark.jars.repositories"] = ",".join((conf or {})["spark.jars.repositories"].split(",")

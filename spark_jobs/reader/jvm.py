@@ -16,7 +16,8 @@ database → Python → JVM, this read has one crossing fewer: docs/SPARK.md, "R
 The DataFrame's schema is the data source's (schema_ddl): the same names, types, order and
 nullability, no metadata. The timestamp is made from the stored milliseconds in Spark,
 `headers` (headersFormat=map; with json the stored text as it is) and a valueSchema's struct
-are parsed from the stored JSON by from_json, its results
+are parsed from the stored JSON by from_json (the headers by a Java UDF where the session has
+it, spark_jobs.headers_jar, from_json's map all the same), its results
 made the data source's (parsed_value); the columns the data source declares NOT NULL are
 declared so on the JDBC relation itself (declared), where Spark's JDBC reader makes every
 column nullable.
@@ -44,6 +45,8 @@ from urllib.parse import parse_qsl, quote, urlencode
 from app.reader_relations import VIEW
 from spark_jobs.common.options import HeadersFormat
 from spark_jobs.errors import OutboxSourceError, SparkJobError
+from spark_jobs.headers_jar import FUNCTION as HEADERS_FUNCTION
+from spark_jobs.headers_jar import register_headers_udf
 from spark_jobs.jars import DRIVERS
 from spark_jobs.reader.batch import schema_ddl
 from spark_jobs.reader.options import Database, SourceOptions
@@ -225,7 +228,9 @@ def read_jvm(spark: Any, options: SourceOptions, splits: Sequence[Split], *, rel
     # record_columns over the declared relations gives the schema as it is
     # (tests/spark/test_jvm_reader.py).
     frames = [declared(spark, stored, schema) for stored in stored_frames(spark, options, splits, relation=relation)]
-    return record_columns(reduce(lambda a, b: a.union(b), frames), options)
+    headers_udf = (options.include_headers and options.headers_format is HeadersFormat.MAP
+                   and register_headers_udf(spark))
+    return record_columns(reduce(lambda a, b: a.union(b), frames), options, headers_udf=headers_udf)
 
 
 def stored_rows(spark: Any, options: SourceOptions, splits: Sequence[Split], *, relation: str | None = None) -> Any:
@@ -251,10 +256,11 @@ def stored_frames(spark: Any, options: SourceOptions, splits: Sequence[Split], *
             for name, chosen in (sorted(by_relation.items()) or [(relation or VIEW, [])])]
 
 
-def record_columns(stored: Any, options: SourceOptions) -> Any:
+def record_columns(stored: Any, options: SourceOptions, *, headers_udf: bool = False) -> Any:
     """The data source's columns made from the stored ones: the timestamp from its
     milliseconds, the value (with valueSchema) and the headers (headersFormat=map) parsed from
-    their JSON; with headersFormat=json the headers are the stored text as it is."""
+    their JSON (parsed_headers; headers_udf: the session has the headers' UDF); with
+    headersFormat=json the headers are the stored text as it is."""
     from pyspark.sql import functions as F
 
     columns: list[Any] = ["topic", "partition", "offset", "commit_position", timestamp_column().alias("timestamp"), "key"]
@@ -268,7 +274,8 @@ def record_columns(stored: Any, options: SourceOptions) -> Any:
     else:
         columns.append("value")
     if options.include_headers:
-        columns.append(parsed_headers("headers") if options.headers_format is HeadersFormat.MAP else "headers")
+        columns.append(parsed_headers("headers", udf=headers_udf) if options.headers_format is HeadersFormat.MAP
+                       else "headers")
     return stored.select(*columns)
 
 
@@ -286,11 +293,18 @@ def timestamp_column() -> Any:
     return F.timestamp_millis(F.coalesce(past, ms))
 
 
-def parsed_headers(stored: str) -> Any:
-    """The data source's `headers` (a map) from the stored column `stored` (a JSON object's text)."""
+def parsed_headers(stored: str, *, udf: bool = False) -> Any:
+    """The data source's `headers` (a map) from the stored column `stored` (a JSON object's
+    text): from_json's map. udf (the session has spark_jobs.headers_jar's UDF, registered): the
+    UDF makes it where the text has the shape the service stores, from_json for any other
+    text, for which the UDF gives null (coalesce evaluates from_json only then): the same map
+    in every case, at about half from_json's cost (docs/SPARK.md, "The headers' parser")."""
     from pyspark.sql import functions as F
 
-    return F.from_json(stored, "map<string,string>").alias("headers")
+    parsed = F.from_json(stored, "map<string,string>")
+    if udf:
+        parsed = F.coalesce(F.call_function(HEADERS_FUNCTION, F.col(stored)), parsed)
+    return parsed.alias("headers")
 
 
 # A data source column and the stored column it is made from, where their names differ.
