@@ -333,7 +333,10 @@ class SecurityState:
         if candidates:
             salt, iterations = candidates[0].credential.salt, candidates[0].credential.iterations
         else:
-            salt = hmac.new(self._decoy_key(), f"{mechanism} {principal}".encode(), "sha256").digest()
+            # Of the principal alone, as a real principal's salt and iterations are the same for
+            # every mechanism (scram_credentials): a decoy that differed between SCRAM-SHA-256
+            # and SCRAM-SHA-512 told an unknown name from a known one in two exchanges.
+            salt = hmac.new(self._decoy_key(), principal.encode(), "sha256").digest()
             salt, iterations = salt[:scram.SALT_BYTES], scram.ITERATIONS
 
         def look_again(salt: bytes, iterations: int) -> list[scram.Candidate]:
