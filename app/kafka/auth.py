@@ -185,10 +185,14 @@ def sasl_step(state: SecurityState, session: Session, token: bytes, client: str 
         return b"", True
     assert session.mechanism in scram.HASHES
     if session.scram is None:
-        session.scram = state.scram_exchange(session.mechanism, token)
+        session.scram = state.scram_exchange(session.mechanism, token, client)
         return session.scram.first(), False
     exchange, session.scram = session.scram, None
-    key_id, server_final = exchange.final(token)
+    try:
+        key_id, server_final = exchange.final(token)
+    except AuthenticationFailed:
+        state.scram_failed(exchange.client_first.user, client)
+        raise
     session.principal = Principal(acl.principal_name(exchange.client_first.user), "api_key")
     session.key_id = key_id
     return server_final, True
