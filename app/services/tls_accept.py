@@ -80,12 +80,27 @@ def _name(sock: socket.socket) -> str:
     return f"{host}:{port}"
 
 
+class _EncryptedKey(Exception):
+    """The key file asks for a pass phrase (server_context)."""
+
+
+def _no_pass_phrase() -> str:
+    raise _EncryptedKey
+
+
 def server_context(cert_file: str, key_file: str | None) -> ssl.SSLContext:
     """A server's TLS context with OUTBOX_TLS_CERT_FILE and OUTBOX_TLS_KEY_FILE loaded, both
-    doors' (app.api.tls, app.kafka.auth); ValueError, saying why, if they do not load."""
+    doors' (app.api.tls, app.kafka.auth); ValueError, saying why, if they do not load. An
+    encrypted key is refused: without a password callback OpenSSL asks for its pass phrase on
+    the terminal, and `outbox serve` waited there at "Enter PEM pass phrase:" (or, with no
+    terminal, failed with "[Errno 22] Invalid argument"); the service has no setting for one."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     try:
-        context.load_cert_chain(cert_file, key_file)
+        context.load_cert_chain(cert_file, key_file, password=_no_pass_phrase)
+    except _EncryptedKey:
+        raise ValueError(f"OUTBOX_TLS_KEY_FILE: the private key in {key_file or cert_file} is encrypted (it has a "
+                         "pass phrase), which the service cannot be given; write it unencrypted (openssl pkey -in "
+                         "KEY -out PLAIN_KEY), readable by the service's user only") from None
     except (OSError, ssl.SSLError) as e:
         raise ValueError(f"OUTBOX_TLS_CERT_FILE / OUTBOX_TLS_KEY_FILE: cannot load the certificate and key: {e}") from None
     return context
