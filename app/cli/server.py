@@ -77,6 +77,7 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
     app = create_app(settings, prepare_database=False)
     # Once nothing refuses to start: a warning beside a refusal would be noise.
     _warn_of_open_file_limit(settings, http=True, pool_size=settings.db_pool_size)
+    _warn_of_tls_files(settings)
     tune_for_service()
 
     class Server(TlsServer):
@@ -304,6 +305,8 @@ def coordinator(settings: Settings, args: argparse.Namespace) -> int:
     metrics = None if settings.coordinator_metrics_port is None else _metrics_listener(settings)
     prepare_database(settings, refuse_schema_mismatch=True)
     _warn_of_open_file_limit(settings, http=metrics is not None, pool_size=coordinator_pool_size(settings))
+    if metrics is not None:
+        _warn_of_tls_files(settings)
     db = open_database(settings, pool_size=coordinator_pool_size(settings))
     security = None
     if metrics is not None and settings.metrics_protected:
@@ -408,6 +411,17 @@ def _warn_of_open_file_limit(settings: Settings, *, http: bool, pool_size: int) 
     if limit != resource.RLIM_INFINITY:
         warning = open_file_limit_warning(settings, http=http, pool_size=pool_size, limit=limit)
         if warning is not None:
+            logger.warning("%s", warning)
+
+
+def _warn_of_tls_files(settings: Settings) -> None:
+    import datetime
+
+    from app.services.tls_accept import tls_file_warnings
+
+    if settings.tls_cert_file:
+        for warning in tls_file_warnings(settings.tls_cert_file, settings.tls_key_file,
+                                         datetime.datetime.now(datetime.UTC)):
             logger.warning("%s", warning)
 
 

@@ -16,8 +16,10 @@ ClientHello read before start_tls takes the transport over would be lost to the 
 from __future__ import annotations
 
 import asyncio
+import datetime
 import errno
 import logging
+import os
 import socket
 import ssl
 from collections.abc import Callable
@@ -104,3 +106,25 @@ def server_context(cert_file: str, key_file: str | None) -> ssl.SSLContext:
     except (OSError, ssl.SSLError) as e:
         raise ValueError(f"OUTBOX_TLS_CERT_FILE / OUTBOX_TLS_KEY_FILE: cannot load the certificate and key: {e}") from None
     return context
+
+
+def tls_file_warnings(cert_file: str, key_file: str | None, now: datetime.datetime) -> list[str]:
+    """What to warn of at start about files server_context loaded: a certificate that has
+    expired by `now` (clients refuse the handshake, which the service itself never sees), and a
+    key file that its group or others may read (whoever reads it can pose as the service)."""
+    from cryptography import x509
+
+    warnings = []
+    with open(cert_file, "rb") as f:
+        certificate = x509.load_pem_x509_certificate(f.read())
+    if certificate.not_valid_after_utc < now:
+        warnings.append(f"OUTBOX_TLS_CERT_FILE: the certificate in {cert_file} "
+                        f"({certificate.subject.rfc4514_string()}) expired on "
+                        f"{certificate.not_valid_after_utc:%Y-%m-%d %H:%M:%S} UTC: TLS clients will refuse it")
+    key_path = key_file or cert_file
+    mode = os.stat(key_path).st_mode & 0o777
+    if mode & 0o044:
+        warnings.append(f"OUTBOX_TLS_KEY_FILE: {key_path} (mode {mode:04o}) is readable by its group or others, "
+                        "who may then pose as this service; make it readable by the service's user only "
+                        f"(chmod 600 {key_path})")
+    return warnings
