@@ -26,7 +26,7 @@ from cryptography import x509
 
 from app.api.http_answers import CLOSED, logger, peer
 from app.logs import RateLimitedLog
-from app.services.tls_accept import accept_forever, server_context
+from app.services.tls_accept import accepting, server_context
 from app.settings import Settings
 
 
@@ -82,7 +82,7 @@ class TlsListener:
         self._timeout_s = timeout_s
         self._new_protocol = new_protocol
         self._handshakes: set[asyncio.Task[None]] = set()
-        self._acceptor = asyncio.get_running_loop().create_task(accept_forever(sock, backlog, self._accepted))
+        self._acceptor = accepting(sock, backlog, self._accepted)
 
     def close(self) -> None:
         """Stops accepting; the handshakes under way end (uvicorn shuts down the connections

@@ -55,7 +55,7 @@ from app.metrics import (
 from app.services.byte_budget import FREE_BELOW_BYTES, ByteBudget
 from app.services.per_address import ConnectionsPerAddress
 from app.services.shares import Shares
-from app.services.tls_accept import accept_forever, handshake_timeout_s
+from app.services.tls_accept import accepting, handshake_timeout_s
 from app.services.unread import unread_bytes
 
 logger = logging.getLogger("app.kafka")
@@ -65,7 +65,7 @@ access_log = logging.getLogger(ACCESS_LOGGER)
 UNSUPPORTED = "unsupported"
 
 _SIZE = struct.Struct(">i")
-# The TLS listener's backlog (accept_forever): asyncio.start_server's, which the plaintext one has.
+# The TLS listener's backlog (accepting): asyncio.start_server's, which the plaintext one has.
 _BACKLOG = 100
 # The first bytes of a TLS handshake record (content type 22, then version 3.x): read as a
 # frame's size on a plaintext listener, they make a frame of some 369 MB.
@@ -119,7 +119,7 @@ class KafkaListener:
         host, port = self.settings.kafka_advertised_address or sock.getsockname()[:2]
         self.apis = Apis(services, Broker(self.settings.kafka_broker_id, host, port))
         self._server: asyncio.base_events.Server | None = None
-        self._acceptor: asyncio.Task[None] | None = None  # TLS: accept_forever
+        self._acceptor: asyncio.Task[None] | None = None  # TLS: accepting
         self._connections: set[asyncio.Task[None]] = set()
         self._per_host = ConnectionsPerAddress(self.settings.kafka_max_connections_per_ip)
         # A connection refused past a bound is a WARNING, one line at most every
@@ -146,8 +146,7 @@ class KafkaListener:
         else:
             # Accepted here, each connection counted against the bounds before its handshake,
             # which asyncio's server would do first (app.services.tls_accept).
-            self._acceptor = asyncio.get_running_loop().create_task(
-                accept_forever(self._sock, _BACKLOG, self._accept_tls))
+            self._acceptor = accepting(self._sock, _BACKLOG, self._accept_tls)
         if self.security is not None and self._ssl is None:
             logger.warning("Kafka listener: SASL_PLAINTEXT: API keys cross the network in clear text; set "
                            "OUTBOX_TLS_CERT_FILE to serve SASL_SSL")
@@ -202,7 +201,7 @@ class KafkaListener:
         await self._connection(host, reader, writer)
 
     def _accept_tls(self, conn: socket.socket, address: Any) -> None:
-        """A connection accepted on the TLS listener (accept_forever), its handshake not begun:
+        """A connection accepted on the TLS listener (accepting), its handshake not begun:
         counted as open from here, as a plaintext one is."""
         host = address[0]
         if not self._admit(host, f"{host}:{address[1]}"):

@@ -6,7 +6,7 @@ its TLS handshake is done, and give the handshake 60 s: a connection that never 
 ClientHello escaped every bound on connections (OUTBOX_HTTP_MAX_CONNECTIONS(_PER_IP),
 OUTBOX_KAFKA_MAX_CONNECTIONS(_PER_IP)) for that long, and 1,100 of them took every file
 descriptor of a process with `ulimit -n 1024`. So a TLS listener accepts its TCP connections
-itself (`accept_forever`), each door counting and bounding one as it is accepted, before any
+itself (`accepting`), each door counting and bounding one as it is accepted, before any
 of its bytes are read, and then does its handshake (loop.connect_accepted_socket with the
 context), bounded by `handshake_timeout_s`. Not accepted plain and upgraded with start_tls:
 uvloop starts reading a transport as soon as its protocol's connection_made returns, and the
@@ -52,14 +52,19 @@ def handshake_timeout_s(door_bound_s: float) -> float:
     return min(door_bound_s, TLS_HANDSHAKE_MAX_S)
 
 
-async def accept_forever(sock: socket.socket, backlog: int, accepted: Callable[[socket.socket, Any], None]) -> None:
-    """Listens on `sock` (bound) and hands each connection accepted, with its client's address,
-    to `accepted` at once, until cancelled. `accepted` owns the socket: it counts it against
-    its door's bounds and closes it or starts its handshake before the next one is accepted,
-    so that a burst of connections is counted one by one."""
-    loop = asyncio.get_running_loop()
+def accepting(sock: socket.socket, backlog: int, accepted: Callable[[socket.socket, Any], None]) -> asyncio.Task[None]:
+    """Listens on `sock` (bound) at once, and hands each connection accepted, with its
+    client's address, to `accepted`, in the task returned, until it is cancelled. `accepted`
+    owns the socket: it counts it against its door's bounds and closes it or starts its
+    handshake before the next one is accepted, so that a burst of connections is counted one
+    by one."""
     sock.setblocking(False)
     sock.listen(backlog)
+    return asyncio.get_running_loop().create_task(_accept_forever(sock, accepted))
+
+
+async def _accept_forever(sock: socket.socket, accepted: Callable[[socket.socket, Any], None]) -> None:
+    loop = asyncio.get_running_loop()
     while True:
         try:
             conn, address = await loop.sock_accept(sock)
