@@ -108,7 +108,8 @@ class TlsListener:
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(self._timeout_s):
-                # The protocol's connection_made comes once the handshake is done, in this call.
+                # The protocol's connection_made comes once the handshake is done, in this call;
+                # the socket is the transport's from here: the loop closes it if this fails.
                 await loop.connect_accepted_socket(lambda: protocol, conn, ssl=self._context)
         except TimeoutError:
             protocol.handshake_failed()

@@ -218,8 +218,8 @@ class KafkaListener:
         timeout_s = handshake_timeout_s(self.settings.kafka_connections_max_idle_ms / 1000)
         try:
             async with asyncio.timeout(timeout_s):
-                transport, _ = await loop.connect_accepted_socket(lambda: stream, conn, ssl=self._ssl,
-                                                                  ssl_handshake_timeout=timeout_s)
+                # The socket is the transport's from here: the loop closes it if this fails.
+                transport, _ = await loop.connect_accepted_socket(lambda: stream, conn, ssl=self._ssl)
         except BaseException as e:
             reason = "client"  # the client went away, or its handshake failed: nothing to answer
             if isinstance(e, TimeoutError):
@@ -230,7 +230,6 @@ class KafkaListener:
                 reason = "shutdown"
             elif not isinstance(e, (OSError, ssl.SSLError)):
                 raise
-            conn.close()
             self._closed(host, reason)
             if isinstance(e, asyncio.CancelledError):
                 raise
