@@ -39,8 +39,9 @@ HTTP_CONNECTIONS_CLOSED = Counter(
     "OUTBOX_HTTP_MAX_HEAD_BYTES, answered 431 (too_large), bytes that are not an HTTP request, "
     "answered 400 (unreadable), more requests pipelined behind the one being answered than it "
     "queues (PIPELINE_MAX_QUEUED, app.api.http_limits), ended once those queued are answered "
-    "(pipelined), a request not whole within OUTBOX_HTTP_REQUEST_TIMEOUT_S or an answer its client "
-    "took nothing of for OUTBOX_HTTP_SEND_TIMEOUT_S (idle).",
+    "(pipelined), a request (or its TLS handshake, at most 10 s) not whole within "
+    "OUTBOX_HTTP_REQUEST_TIMEOUT_S or an answer its client took nothing of for "
+    "OUTBOX_HTTP_SEND_TIMEOUT_S (idle).",
     ["reason"],
 )
 ERRORS = Counter(
@@ -207,7 +208,8 @@ KAFKA_CONNECTIONS = Gauge(
 KAFKA_CONNECTIONS_CLOSED = Counter(
     "outbox_kafka_connections_closed",
     "Kafka-protocol connections closed, by reason: the client closed it (client), idle past "
-    "OUTBOX_KAFKA_CONNECTIONS_MAX_IDLE_MS, or its answer unread that long (idle), over "
+    "OUTBOX_KAFKA_CONNECTIONS_MAX_IDLE_MS, its answer unread that long, or its TLS handshake not "
+    "done that long (at most 10 s) (idle), over "
     "OUTBOX_KAFKA_MAX_CONNECTIONS or OUTBOX_KAFKA_MAX_CONNECTIONS_PER_IP (too_many), a frame over OUTBOX_KAFKA_SOCKET_REQUEST_MAX_BYTES "
     "(512 KiB before authentication) or a request over OUTBOX_KAFKA_MAX_REQUEST_ENTRIES "
     "(too_large), a frame that is not a request "

@@ -33,35 +33,73 @@ def with_connection_limit(protocol_class: type, max_connections: int, max_per_ad
     flight too; this bounds the file descriptors clients can take, and, per address, keeps one
     client that opens connections and sends nothing from taking all of them. The count per
     address is the class's: each server (the API's, the coordinator metrics') makes its own
-    class (protocol_class)."""
+    class (protocol_class). Over TLS a connection is counted from its TCP accept, before its
+    handshake (`admit`, called by app.api.tls.TlsListener): counted only once the handshake was
+    done, as asyncio's server would, connections that never begin it escaped both bounds."""
 
     refused = RateLimitedLog(logger)  # a flood of connections is not a flood of the log
     refused_per_address = RateLimitedLog(logger)
     per_address = ConnectionsPerAddress(max_per_address)
+    # Connections `admit` took whose TLS handshake is under way: not yet in uvicorn's set of
+    # connections (connection_made comes once the handshake is done), counted beside it.
+    handshaking = [0]
 
     class ConnectionLimitProtocol(protocol_class):  # type: ignore[misc, valid-type]
         _counted = False  # taken in `per_address`, to give back when the connection is lost
         _address: str | None = None
+        _handshaking = False  # admitted by `admit`, its handshake not done
+
+        def admit(self, client: tuple[str, int]) -> bool:
+            """Whether a connection just accepted from `client`, before its TLS handshake
+            (app.api.tls.TlsListener), is under both bounds, counting those whose handshake is
+            under way; if so it is counted from here (connection_made, once the handshake is
+            done, does not count it again), until connection_lost, or handshake_failed when
+            the handshake does not end."""
+            if not self._within_bounds(len(self.server_state.connections) + handshaking[0] + 1, client):
+                return False
+            self._handshaking = True
+            handshaking[0] += 1
+            return True
+
+        def handshake_failed(self) -> None:
+            """The handshake of a connection `admit` took did not end: it never reaches
+            connection_made, nor connection_lost."""
+            if self._handshaking:
+                self._handshake_ended()
+                self._give_back()
 
         def connection_made(self, transport: Any) -> None:
             # uvicorn's own connection_made adds this one to the server's set, and its
             # connection_lost needs the state it sets up: the connection is made, then closed,
             # before any of it is read.
             super().connection_made(transport)
-            if len(self.server_state.connections) > max_connections:
-                refused("%d HTTP connections already (OUTBOX_HTTP_MAX_CONNECTIONS); closing a new one from %s",
-                        max_connections, peer(self.client))
-                CLOSED["too_many"].inc()
-                self.transport.close()
+            if self._handshaking:  # counted by `admit`, as it was accepted
+                self._handshake_ended()
                 return
-            address = self.client[0] if self.client else None
+            if not self._within_bounds(len(self.server_state.connections), self.client):
+                self.transport.close()
+
+        def _within_bounds(self, connections: int, client: tuple[str, int] | None) -> bool:
+            """Whether a new connection from `client`, making `connections`, is under both
+            bounds, its place from its address taken if so; refused, it is counted and said
+            (the caller closes it)."""
+            if connections > max_connections:
+                refused("%d HTTP connections already (OUTBOX_HTTP_MAX_CONNECTIONS); closing a new one from %s",
+                        max_connections, peer(client))
+                CLOSED["too_many"].inc()
+                return False
+            address = client[0] if client else None
             if not per_address.take(address):
                 refused_per_address("%d HTTP connections from %s already (OUTBOX_HTTP_MAX_CONNECTIONS_PER_IP); "
                                     "closing a new one", max_per_address, address)
                 CLOSED["too_many"].inc()
-                self.transport.close()
-                return
+                return False
             self._counted, self._address = True, address
+            return True
+
+        def _handshake_ended(self) -> None:
+            self._handshaking = False
+            handshaking[0] -= 1
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._give_back()

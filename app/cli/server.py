@@ -9,6 +9,7 @@ import os
 import resource
 import signal
 import socket
+import ssl
 import sys
 import threading
 import time
@@ -68,6 +69,7 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
     from app import logs
     from app.api.app import create_app
     from app.api.http_protocol import protocol_class
+    from app.api.tls import TlsServer
     from app.gc_tuning import tune_for_service
 
     # Migrated (or checked) above, where a failure is reported like any other; not again in
@@ -75,9 +77,10 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
     app = create_app(settings, prepare_database=False)
     # Once nothing refuses to start: a warning beside a refusal would be noise.
     _warn_of_open_file_limit(settings, http=True, pool_size=settings.db_pool_size)
+    _warn_of_tls_files(settings)
     tune_for_service()
 
-    class Server(uvicorn.Server):
+    class Server(TlsServer):
         def handle_exit(self, sig: int, frame: object) -> None:
             # uvicorn waits for every request in flight before it shuts down: waiting fetches
             # and streams end now, with what they have (app.storage.changes).
@@ -121,7 +124,6 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
         access_log=False,  # the service writes its own (outbox.access)
         timeout_keep_alive=settings.http_keep_alive_timeout_s,
         h11_max_incomplete_event_size=settings.http_max_head_bytes,  # h11's own head bound, without httptools
-        **tls,
     )
     config.http = protocol_class(settings)
     if settings.authentication == "none":
@@ -130,7 +132,8 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
             "everything", host, port)
     scheme = "https" if tls else "http"
     server = Server(config)
-    server.run(sockets=[sock])
+    server.tls = _tls_listening(settings, sock, tls)
+    server.run(sockets=[] if tls else [sock])
     return 0 if server.started else 3  # uvicorn's status for a failed start-up
 
 
@@ -226,13 +229,25 @@ def _check_exposure(settings: Settings, host: str, exposed: str = "read and chan
             f"ACLs\"), or to none to serve without it on purpose", EXIT_USAGE)
 
 
-def _tls_options(settings: Settings) -> dict:  # type: ignore[type-arg]
-    from app.api.tls import ssl_options
+def _tls_options(settings: Settings) -> ssl.SSLContext | None:
+    from app.api.tls import ssl_context
 
     try:
-        return ssl_options(settings)
+        return ssl_context(settings)
     except ValueError as e:
         raise CommandError(str(e), EXIT_USAGE) from None
+
+
+def _tls_listening(settings: Settings, sock: socket.socket,
+                   context: ssl.SSLContext | None) -> tuple[socket.socket, ssl.SSLContext, float] | None:
+    """app.api.tls.TlsServer's `tls`: a handshake is the first bytes of a request, bounded as
+    a request that does not arrive is (OUTBOX_HTTP_REQUEST_TIMEOUT_S, at most
+    app.services.tls_accept.TLS_HANDSHAKE_MAX_S)."""
+    from app.services.tls_accept import handshake_timeout_s
+
+    if context is None:
+        return None
+    return sock, context, handshake_timeout_s(settings.http_request_timeout_s)
 
 
 def _check_jwt_key(settings: Settings) -> None:
@@ -290,6 +305,8 @@ def coordinator(settings: Settings, args: argparse.Namespace) -> int:
     metrics = None if settings.coordinator_metrics_port is None else _metrics_listener(settings)
     prepare_database(settings, refuse_schema_mismatch=True)
     _warn_of_open_file_limit(settings, http=metrics is not None, pool_size=coordinator_pool_size(settings))
+    if metrics is not None:
+        _warn_of_tls_files(settings)
     db = open_database(settings, pool_size=coordinator_pool_size(settings))
     security = None
     if metrics is not None and settings.metrics_protected:
@@ -397,7 +414,18 @@ def _warn_of_open_file_limit(settings: Settings, *, http: bool, pool_size: int) 
             logger.warning("%s", warning)
 
 
-def _metrics_listener(settings: Settings) -> tuple[socket.socket, dict]:  # type: ignore[type-arg]
+def _warn_of_tls_files(settings: Settings) -> None:
+    import datetime
+
+    from app.services.tls_accept import tls_file_warnings
+
+    if settings.tls_cert_file:
+        for warning in tls_file_warnings(settings.tls_cert_file, settings.tls_key_file,
+                                         datetime.datetime.now(datetime.UTC)):
+            logger.warning("%s", warning)
+
+
+def _metrics_listener(settings: Settings) -> tuple[socket.socket, ssl.SSLContext | None]:
     """The coordinator's metrics socket, bound, and its TLS options, under serve's rules: not
     beyond loopback with authentication unset, HTTPS with OUTBOX_TLS_CERT_FILE, a JWT key that
     loads when jwt may be asked for."""
@@ -422,7 +450,8 @@ _METRICS_START_S = 30.0
 _METRICS_STOP_S = 5.0
 
 
-def _serve_metrics(settings: Settings, security: SecurityState | None, sock: socket.socket, tls: dict) -> Callable[[], None]:  # type: ignore[type-arg]
+def _serve_metrics(settings: Settings, security: SecurityState | None, sock: socket.socket,
+                   tls: ssl.SSLContext | None) -> Callable[[], None]:
     """Serve app.api.coordinator_metrics on `sock` with uvicorn, with serve's HTTP protocol and
     TLS, in a daemon thread (the main thread waits for signals; uvicorn installs no handlers
     outside it); returns once it has started, with what stops it.
@@ -434,6 +463,7 @@ def _serve_metrics(settings: Settings, security: SecurityState | None, sock: soc
 
     from app.api.coordinator_metrics import create_metrics_app
     from app.api.http_protocol import protocol_class
+    from app.api.tls import TlsServer
 
     config = uvicorn.Config(
         create_metrics_app(settings, security),
@@ -443,11 +473,12 @@ def _serve_metrics(settings: Settings, security: SecurityState | None, sock: soc
         lifespan="off",
         timeout_keep_alive=settings.http_keep_alive_timeout_s,
         h11_max_incomplete_event_size=settings.http_max_head_bytes,  # h11's own head bound, without httptools
-        **tls,
     )
     config.http = protocol_class(settings)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="outbox-metrics", daemon=True)
+    server = TlsServer(config)
+    server.tls = _tls_listening(settings, sock, tls)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [] if tls else [sock]}, name="outbox-metrics",
+                              daemon=True)
     thread.start()
     deadline = time.monotonic() + _METRICS_START_S
     while not server.started and thread.is_alive() and time.monotonic() < deadline:

@@ -52,6 +52,7 @@ from app.domain import acl, scram
 from app.domain.acl import ANONYMOUS, CLUSTER, Operation, Principal, Resource, ResourceType
 from app.domain.errors import AuthenticationFailed
 from app.kafka.api_keys import ApiKey
+from app.services.tls_accept import server_context
 
 # The settings (app.settings.Settings) and the process's SecurityState
 # (app.services.security), as handed to the listener: the Kafka door imports neither module
@@ -94,12 +95,8 @@ def ssl_context(settings: Settings) -> ssl.SSLContext | None:
     Client certificates are not asked for: a Kafka client is who its SASL credentials say."""
     if not settings.tls_cert_file:
         return None
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context = server_context(settings.tls_cert_file, settings.tls_key_file)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
-    try:
-        context.load_cert_chain(settings.tls_cert_file, settings.tls_key_file)
-    except (OSError, ssl.SSLError) as e:
-        raise ValueError(f"OUTBOX_TLS_CERT_FILE / OUTBOX_TLS_KEY_FILE: cannot load the certificate and key: {e}") from None
     return context
 
 
@@ -188,10 +185,14 @@ def sasl_step(state: SecurityState, session: Session, token: bytes, client: str 
         return b"", True
     assert session.mechanism in scram.HASHES
     if session.scram is None:
-        session.scram = state.scram_exchange(session.mechanism, token)
+        session.scram = state.scram_exchange(session.mechanism, token, client)
         return session.scram.first(), False
     exchange, session.scram = session.scram, None
-    key_id, server_final = exchange.final(token)
+    try:
+        key_id, server_final = exchange.final(token)
+    except AuthenticationFailed:
+        state.scram_failed(exchange.client_first.user, client)
+        raise
     session.principal = Principal(acl.principal_name(exchange.client_first.user), "api_key")
     session.key_id = key_id
     return server_final, True

@@ -11,7 +11,9 @@ from OUTBOX_KAFKA_QUEUED_MAX_REQUEST_BYTES, at most OUTBOX_KAFKA_QUEUED_MAX_REQU
 of it a principal, waiting for room (queued.max.request.bytes); a request whose lists hold
 more than OUTBOX_KAFKA_MAX_REQUEST_ENTRIES closes it before any of it is done; connections past
 OUTBOX_KAFKA_MAX_CONNECTIONS, or past OUTBOX_KAFKA_MAX_CONNECTIONS_PER_IP from one address, are
-closed as they are accepted (max.connections, max.connections.per.ip); each connection has one
+closed as they are accepted, before a TLS handshake (max.connections, max.connections.per.ip;
+app.services.tls_accept), and a handshake not done within OUTBOX_KAFKA_CONNECTIONS_MAX_IDLE_MS
+(at most TLS_HANDSHAKE_MAX_S) closes its connection; each connection has one
 request in flight, answered before the next is read, so answers go out in request order (Kafka
 mutes a channel while its request is processed). Every service call runs in a worker thread,
 never on the event loop, and so do the reading and writing of a large frame, and the writing
@@ -53,6 +55,7 @@ from app.metrics import (
 from app.services.byte_budget import FREE_BELOW_BYTES, ByteBudget
 from app.services.per_address import ConnectionsPerAddress
 from app.services.shares import Shares
+from app.services.tls_accept import accepting, handshake_timeout_s
 from app.services.unread import unread_bytes
 
 logger = logging.getLogger("app.kafka")
@@ -62,6 +65,8 @@ access_log = logging.getLogger(ACCESS_LOGGER)
 UNSUPPORTED = "unsupported"
 
 _SIZE = struct.Struct(">i")
+# The TLS listener's backlog (accepting): asyncio.start_server's, which the plaintext one has.
+_BACKLOG = 100
 # The first bytes of a TLS handshake record (content type 22, then version 3.x): read as a
 # frame's size on a plaintext listener, they make a frame of some 369 MB.
 _TLS_HANDSHAKE = (b"\x16\x03\x00", b"\x16\x03\x01", b"\x16\x03\x02", b"\x16\x03\x03", b"\x16\x03\x04")
@@ -114,6 +119,7 @@ class KafkaListener:
         host, port = self.settings.kafka_advertised_address or sock.getsockname()[:2]
         self.apis = Apis(services, Broker(self.settings.kafka_broker_id, host, port))
         self._server: asyncio.base_events.Server | None = None
+        self._acceptor: asyncio.Task[None] | None = None  # TLS: accepting
         self._connections: set[asyncio.Task[None]] = set()
         self._per_host = ConnectionsPerAddress(self.settings.kafka_max_connections_per_ip)
         # A connection refused past a bound is a WARNING, one line at most every
@@ -135,7 +141,12 @@ class KafkaListener:
         return int(self._sock.getsockname()[1])
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._accept, sock=self._sock, ssl=self._ssl)
+        if self._ssl is None:
+            self._server = await asyncio.start_server(self._accept, sock=self._sock)
+        else:
+            # Accepted here, each connection counted against the bounds before its handshake,
+            # which asyncio's server would do first (app.services.tls_accept).
+            self._acceptor = accepting(self._sock, _BACKLOG, self._accept_tls)
         if self.security is not None and self._ssl is None:
             logger.warning("Kafka listener: SASL_PLAINTEXT: API keys cross the network in clear text; set "
                            "OUTBOX_TLS_CERT_FILE to serve SASL_SSL")
@@ -143,6 +154,12 @@ class KafkaListener:
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
+        if self._acceptor is not None:
+            # Awaited before the connections are cancelled: the handshakes it started have then
+            # begun, and a task cancelled before it begins would never give its place back.
+            self._acceptor.cancel()
+            await asyncio.gather(self._acceptor, return_exceptions=True)
+            self._sock.close()
         for task in list(self._connections):
             task.cancel()
         if self._connections:
@@ -150,26 +167,85 @@ class KafkaListener:
         if self._server is not None:
             await self._server.wait_closed()
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def _admit(self, host: str | None, peer: str) -> bool:
+        """Whether a connection accepted from `host` is under OUTBOX_KAFKA_MAX_CONNECTIONS and
+        OUTBOX_KAFKA_MAX_CONNECTIONS_PER_IP, taking its place from `host` if so; refused, it is
+        counted and said (the caller closes it)."""
         if len(self._connections) >= self.settings.kafka_max_connections:
             self._refused("Kafka listener: %d connections already (OUTBOX_KAFKA_MAX_CONNECTIONS); closing a new one "
-                          "from %s", len(self._connections), _peer(writer))
+                          "from %s", len(self._connections), peer)
             KAFKA_CONNECTIONS_CLOSED.labels("too_many").inc()
-            writer.close()
-            return
-        peer = _peer_address(writer)
-        host = peer[0] if peer else None
+            return False
         if not self._per_host.take(host):
             self._refused_per_address("Kafka listener: %d connections from %s already "
                                       "(OUTBOX_KAFKA_MAX_CONNECTIONS_PER_IP); closing a new one",
                                       self._per_host.bound, host)
             KAFKA_CONNECTIONS_CLOSED.labels("too_many").inc()
+            return False
+        return True
+
+    def _opened(self, task: asyncio.Task[None]) -> None:
+        self._connections.add(task)
+        KAFKA_CONNECTIONS.inc()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """A plaintext connection, from asyncio's server."""
+        peer = _peer_address(writer)
+        host = peer[0] if peer else None
+        if not self._admit(host, _peer(writer)):
             writer.close()
             return
         task = asyncio.current_task()
         assert task is not None
-        self._connections.add(task)
-        KAFKA_CONNECTIONS.inc()
+        self._opened(task)
+        await self._connection(host, reader, writer)
+
+    def _accept_tls(self, conn: socket.socket, address: Any) -> None:
+        """A connection accepted on the TLS listener (accepting), its handshake not begun:
+        counted as open from here, as a plaintext one is."""
+        host = address[0]
+        if not self._admit(host, f"{host}:{address[1]}"):
+            conn.close()
+            return
+        self._opened(asyncio.get_running_loop().create_task(self._handshake(conn, host, f"{host}:{address[1]}")))
+
+    async def _handshake(self, conn: socket.socket, host: str, peer: str) -> None:
+        """The TLS handshake of a connection `_accept_tls` took, at most handshake_timeout_s of
+        OUTBOX_KAFKA_CONNECTIONS_MAX_IDLE_MS, then its requests."""
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(loop=loop)
+        stream = asyncio.StreamReaderProtocol(reader, loop=loop)
+        timeout_s = handshake_timeout_s(self.settings.kafka_connections_max_idle_ms / 1000)
+        try:
+            async with asyncio.timeout(timeout_s):
+                # The socket is the transport's from here: the loop closes it if this fails.
+                transport, _ = await loop.connect_accepted_socket(lambda: stream, conn, ssl=self._ssl)
+        except BaseException as e:
+            reason = "client"  # the client went away, or its handshake failed: nothing to answer
+            if isinstance(e, TimeoutError):
+                reason = "idle"
+                self._say_closed("handshake", "Kafka listener: closing the connection from %s: its TLS handshake "
+                                 "did not end within %g s", peer, timeout_s)
+            elif isinstance(e, asyncio.CancelledError):
+                reason = "shutdown"
+            elif not isinstance(e, (OSError, ssl.SSLError)):
+                raise
+            self._closed(host, reason)
+            if isinstance(e, asyncio.CancelledError):
+                raise
+            return
+        await self._connection(host, reader, asyncio.StreamWriter(transport, stream, reader, loop))
+
+    def _closed(self, host: str | None, reason: str) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.discard(task)
+        self._per_host.give_back(host)
+        KAFKA_CONNECTIONS.dec()
+        KAFKA_CONNECTIONS_CLOSED.labels(reason).inc()
+
+    async def _connection(self, host: str | None, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Serves a connection counted as open (`_opened`) until it closes."""
         reason = "client"
         # In the connection task's context, which its handlers run in: a request that waits on
         # other clients asks it (groups.GroupApis._joined), and ends its wait once it is gone.
@@ -177,15 +253,12 @@ class KafkaListener:
         try:
             reason = await self._serve(reader, writer)
         except (ConnectionError, asyncio.IncompleteReadError, ssl.SSLError):
-            pass  # the client went away, or its TLS handshake failed: nothing to answer
+            pass  # the client went away: nothing to answer
         except asyncio.CancelledError:
             reason = "shutdown"
         finally:
             protocol.unbind_client_gone(gone)
-            self._connections.discard(task)
-            self._per_host.give_back(host)
-            KAFKA_CONNECTIONS.dec()
-            KAFKA_CONNECTIONS_CLOSED.labels(reason).inc()
+            self._closed(host, reason)
             writer.close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> str:

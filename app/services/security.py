@@ -131,6 +131,12 @@ def scram_credentials(key: str, shared: tuple[bytes, int] | None) -> dict[str, s
     return {mechanism: scram.credential(mechanism, key, salt, iterations) for mechanism in scram.HASHES}
 
 
+def _scram_guess(user: str, client: str | None) -> tuple[str, str]:
+    """The throttle's key (SecurityState._failed_at) of a SCRAM guess: the client's address and
+    the principal, marked apart from a PLAIN guess's key id."""
+    return client or "-", "scram " + principal_name(user)
+
+
 def _digest(credential: str) -> bytes:
     return hashlib.sha256(credential.encode()).digest()
 
@@ -260,8 +266,7 @@ class SecurityState:
         if stored is None:
             raise AuthenticationFailed("the API key is unknown, revoked or wrong")
         guess = (client or "-", parts[0])
-        failed = self._failed_at.get(guess)
-        if failed is not None and time.monotonic() - failed < _FAILED_KEY_DELAY_S:
+        if self._failed_lately(guess):
             raise AuthenticationFailed(
                 "this client sent a wrong secret for this API key a moment ago: try again in a second")
         matches = self._secret_matches(parts[1], stored.secret_hash)
@@ -270,15 +275,32 @@ class SecurityState:
             # (it may be a key created elsewhere that this process has not seen yet).
             if len(self._refused) >= _MAX_REMEMBERED:
                 self._refused = set()
-            if len(self._failed_at) >= _MAX_REMEMBERED:
-                self._failed_at = {}
             self._refused.add(digest)
-            self._failed_at[guess] = time.monotonic()
+            self._failed(guess)
             raise AuthenticationFailed("the API key is unknown, revoked or wrong")
         if len(self._verified) >= _MAX_REMEMBERED:
             self._verified = {}
         self._verified[digest] = stored
         return stored.principal
+
+    def _failed_lately(self, guess: tuple[str, str]) -> bool:
+        """Whether `guess` (a client's address, and what it guessed for) failed within
+        _FAILED_KEY_DELAY_S."""
+        failed = self._failed_at.get(guess)
+        return failed is not None and time.monotonic() - failed < _FAILED_KEY_DELAY_S
+
+    def _failed(self, guess: tuple[str, str]) -> None:
+        if len(self._failed_at) >= _MAX_REMEMBERED:
+            self._failed_at = {}
+        self._failed_at[guess] = time.monotonic()
+
+    def scram_failed(self, user: str, client: str | None) -> None:
+        """A SCRAM exchange of `client` for the principal `user` names failed at its proof:
+        that client's next exchange for it waits _FAILED_KEY_DELAY_S, as after a wrong PLAIN
+        secret (api_key_principal). The proof's check is cheap for the service, but each try
+        is a guess of the key, which without the delay a client could make as fast as the
+        door answers. Kept apart from PLAIN's by key id, as a SCRAM client names no key."""
+        self._failed(_scram_guess(user, client))
 
     def _secret_matches(self, secret: str, secret_hash: str) -> bool:
         """secret_matches on the hashing thread; StorageUnavailable (retriable: another
@@ -314,17 +336,21 @@ class SecurityState:
         key stops working there within the refresh interval too, without keeping the secret."""
         return key_id in self._snapshot.keys
 
-    def scram_exchange(self, mechanism: str, client_first: bytes) -> scram.ServerExchange:
+    def scram_exchange(self, mechanism: str, client_first: bytes, client: str | None = None) -> scram.ServerExchange:
         """The server's side of a SCRAM exchange that begins with `client_first`, whose user
         names the principal: its candidates are the principal's live keys with SCRAM
         credentials. A principal without any gets a decoy salt, the same for it at every try
         in every process of the deployment, so that its exchange fails at the proof as a wrong
         key does, and an outsider learns no more of who exists than SASL/PLAIN tells.
-        AuthenticationFailed for a malformed message. May read the database (the decoy's
-        secret at first use; a key created a moment ago elsewhere, at the proof): call it and
-        the exchange's final() off the event loop."""
+        AuthenticationFailed for a malformed message, or for `client` (its address) within
+        _FAILED_KEY_DELAY_S of a failed proof for the same principal (scram_failed), known or
+        not. May read the database (the decoy's secret at first use; a key created a moment
+        ago elsewhere, at the proof): call it and the exchange's final() off the event loop."""
         first = scram.ClientFirst.parse(client_first)
         principal = principal_name(first.user)
+        if self._failed_lately(_scram_guess(first.user, client)):
+            raise AuthenticationFailed(
+                "this client failed a SCRAM proof for this principal a moment ago: try again in a second")
         # No reload here when the principal has no candidates: a known principal never causes
         # one, so the time a reload takes would tell an outsider which names are unknown. A
         # key created elsewhere since the last refresh is looked for at the proof instead
@@ -333,7 +359,10 @@ class SecurityState:
         if candidates:
             salt, iterations = candidates[0].credential.salt, candidates[0].credential.iterations
         else:
-            salt = hmac.new(self._decoy_key(), f"{mechanism} {principal}".encode(), "sha256").digest()
+            # Of the principal alone, as a real principal's salt and iterations are the same for
+            # every mechanism (scram_credentials): a decoy that differed between SCRAM-SHA-256
+            # and SCRAM-SHA-512 told an unknown name from a known one in two exchanges.
+            salt = hmac.new(self._decoy_key(), principal.encode(), "sha256").digest()
             salt, iterations = salt[:scram.SALT_BYTES], scram.ITERATIONS
 
         def look_again(salt: bytes, iterations: int) -> list[scram.Candidate]:

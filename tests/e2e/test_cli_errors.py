@@ -339,6 +339,29 @@ def test_a_bad_setting_names_the_variable_and_the_problem(tmp_path: Path) -> Non
     assert line == "OUTBOX_PORT: Input should be a valid integer, unable to parse string as an integer"
 
 
+def _encrypted_key_and_its_certificate(d: Path) -> tuple[Path, Path]:
+    from cryptography.hazmat.primitives import serialization
+
+    from tests.kafka.secured import self_signed_certificate
+
+    cert_file, key_file = self_signed_certificate(d)
+    key = serialization.load_pem_private_key(key_file.read_bytes(), None)
+    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.BestAvailableEncryption(b"pass phrase")))
+    return cert_file, key_file
+
+
+@pytest.mark.parametrize("args", [("serve", "--port", "0"), ("serve", "--port", "0", "--kafka-listener", "127.0.0.1:0")])
+def test_serve_refuses_an_encrypted_key_in_one_line_rather_than_asking_for_its_pass_phrase(
+        tmp_path: Path, args: tuple[str, ...]) -> None:
+    cert_file, key_file = _encrypted_key_and_its_certificate(tmp_path)
+    line = one_error_line(outbox(f"sqlite:///{tmp_path}/outbox.db", *args, tls_cert_file=str(cert_file),
+                                 tls_key_file=str(key_file)), 2)
+    assert line == (f"OUTBOX_TLS_KEY_FILE: the private key in {key_file} is encrypted (it has a pass phrase), which "
+                    "the service cannot be given; write it unencrypted (openssl pkey -in KEY -out PLAIN_KEY), "
+                    "readable by the service's user only")
+
+
 def test_settings_that_contradict_each_other_are_named(tmp_path: Path, cli: Run) -> None:
     done = cli(f"sqlite:///{tmp_path}/outbox.db", "transactions", "list",
                   default_transaction_timeout_ms="20000", max_transaction_timeout_ms="10000")

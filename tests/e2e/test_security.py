@@ -342,3 +342,68 @@ def test_a_jwt_signed_by_the_jwks_urls_key_names_the_principal_by_its_claim(
         nobody = c.get("/v1/topics/orders", headers=bearer(token(preferred_username="intern")))
         assert (nobody.status_code, nobody.json()["error_code"]) == (403, "TOPIC_AUTHORIZATION_FAILED")
         assert "User:intern" in nobody.json()["message"]
+
+
+def _silent(port: int, source: str = "127.0.0.1") -> Any:
+    """A TCP connection that sends nothing: a TLS client that never says its ClientHello."""
+    import socket
+
+    s = socket.create_connection(("127.0.0.1", port), timeout=5, source_address=(source, 0))
+    return s
+
+
+def _closed_within(s: Any, seconds: float) -> bool:
+    s.settimeout(seconds)
+    try:
+        return s.recv(1) == b""
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except TimeoutError:
+        return False
+
+
+def _metric(text: str, line_start: str) -> float:
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(line_start))
+
+
+def test_https_and_kafka_tls_connections_are_held_to_the_bounds_from_their_accept(launcher: Launcher,
+                                                                                  pki: dict[str, Path]) -> None:
+    # Both doors with TLS under `outbox serve` (uvloop): connections that never begin their
+    # handshake are counted as they are accepted, those past a bound closed at once, and those
+    # within it closed once the handshake's bound (the door's silence bound, 4 s) has passed.
+    kafka_port = free_port()
+    server = https_server(launcher, pki, http_max_connections_per_ip=3, http_request_timeout_s=4,
+                          kafka_listener=f"127.0.0.1:{kafka_port}", kafka_max_connections_per_ip=3,
+                          kafka_connections_max_idle_ms=4000, **AUTH)
+    admin = create_key(launcher, "admin")
+    # Another address than the silent connections': 127.0.0.1's bound does not hold it.
+    other = httpx.Client(base_url=f"https://127.0.0.1:{server.port}", headers=bearer(admin),
+                         transport=httpx.HTTPTransport(verify=tls_context(pki), local_address="127.0.0.2"))
+    with other:
+        before = other.get("/metrics").text
+        start = time.monotonic()
+        https = [_silent(server.port) for _ in range(5)]
+        kafka = [_silent(kafka_port) for _ in range(5)]
+        try:
+            assert [_closed_within(s, 1.0) for s in https[3:] + kafka[3:]] == [True] * 4
+            assert [_closed_within(s, 0.2) for s in https[:3] + kafka[:3]] == [False] * 6
+            assert other.get("/healthz").status_code == 200
+            assert other.get("/v1/topics").status_code == 200
+            during = other.get("/metrics").text
+            assert _metric(during, "outbox_kafka_connections ") == 3
+            assert (_metric(during, 'outbox_http_connections_closed_total{reason="too_many"}')
+                    - _metric(before, 'outbox_http_connections_closed_total{reason="too_many"}')) == 2
+            assert (_metric(during, 'outbox_kafka_connections_closed_total{reason="too_many"}')
+                    - _metric(before, 'outbox_kafka_connections_closed_total{reason="too_many"}')) == 2
+            assert time.monotonic() - start < 3.5, "the checks above took the handshake's whole bound"
+            assert [_closed_within(s, 8.0) for s in https[:3] + kafka[:3]] == [True] * 6
+            assert 3.5 <= time.monotonic() - start < 9
+        finally:
+            for s in https + kafka:
+                s.close()
+        after = other.get("/metrics").text
+        assert _metric(after, "outbox_kafka_connections ") == 0
+        assert (_metric(after, 'outbox_http_connections_closed_total{reason="idle"}')
+                - _metric(before, 'outbox_http_connections_closed_total{reason="idle"}')) == 3
+        assert (_metric(after, 'outbox_kafka_connections_closed_total{reason="idle"}')
+                - _metric(before, 'outbox_kafka_connections_closed_total{reason="idle"}')) == 3

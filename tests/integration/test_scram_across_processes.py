@@ -37,6 +37,26 @@ def _salt(state: SecurityState, mechanism: str, user: str) -> str:
     return dict(a.split("=", 1) for a in exchange.first().decode().split(","))["s"]
 
 
+def _salt_and_iterations(state: SecurityState, mechanism: str, user: str) -> tuple[str, str]:
+    exchange = state.scram_exchange(mechanism, ScramClient([mechanism], user, "x").get_client_first().encode())
+    first = dict(a.split("=", 1) for a in exchange.first().decode().split(","))
+    return first["s"], first["i"]
+
+
+def test_a_known_and_an_unknown_principal_answer_alike_for_both_mechanisms(
+        settings: Settings, database: Database, clock: FakeClock) -> None:
+    # A known principal's keys share one salt and iteration count across the mechanisms: an
+    # unknown one's decoy must too, or asking for both told the two apart.
+    SecurityService(database, clock).create_api_key("alice", by="test")
+    state = SecurityState(database, settings, clock)
+    state.reload()
+    answers = {user: [_salt_and_iterations(state, mechanism, user) for mechanism in MECHANISMS * 2]
+               for user in ("alice", "mallory")}
+    assert {user: len(set(said)) for user, said in answers.items()} == {"alice": 1, "mallory": 1}
+    assert answers["alice"][0][1] == answers["mallory"][0][1] == "4096"
+    assert answers["alice"][0][0] != answers["mallory"][0][0]
+
+
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_an_unknown_principal_gets_the_same_decoy_salt_from_every_process(
         settings: Settings, database: Database, other_database: Database, clock: FakeClock, mechanism: str) -> None:

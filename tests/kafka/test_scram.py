@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import struct
+import time
 from typing import Any
 
 import pytest
@@ -318,3 +319,22 @@ def test_a_connection_whose_key_is_revoked_is_closed_at_its_next_request(secured
         assert r.status_code < 300, r.text
         s.sendall(frame(3, 12, metadata))
         assert closed(s)
+
+
+@pytest.mark.parametrize("mechanism", SCRAM)
+def test_a_failed_proof_delays_that_clients_next_exchange_for_the_principal_as_plain_does(
+        secured: Secured, mechanism: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("app.services.security._FAILED_KEY_DELAY_S", 0.5)
+    w = secured
+    for user in ("alice", "mallory"):  # a principal, and a name that is none: alike
+        with w.connect() as s:
+            assert _scram(s, mechanism, user, w.keys["bob"])[1].error_code == ErrorCode.sasl_authentication_failed
+        with w.connect() as s:  # at once, even with the right key: refused at the first message
+            first, final = _scram(s, mechanism, user, w.keys.get(user, w.keys["bob"]))
+            assert (first.error_code, final) == (ErrorCode.sasl_authentication_failed, None)
+            assert "a moment ago" in first.error_message
+    with w.connect() as s:  # another principal from the same client is not held back
+        assert _scram(s, mechanism, "bob", w.keys["bob"])[1].error_code == ErrorCode.none
+    time.sleep(0.6)
+    with w.connect() as s:
+        assert _scram(s, mechanism, "alice", w.keys["alice"])[1].error_code == ErrorCode.none
