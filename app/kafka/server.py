@@ -228,10 +228,9 @@ class KafkaListener:
                                  "did not end within %g s", peer, timeout_s)
             elif isinstance(e, asyncio.CancelledError):
                 reason = "shutdown"
-            elif not isinstance(e, (OSError, ssl.SSLError)):
-                raise
+            # Its place given back whatever ended it, an unexpected error too (raised after).
             self._closed(host, reason)
-            if isinstance(e, asyncio.CancelledError):
+            if not isinstance(e, (OSError, ssl.SSLError)):
                 raise
             return
         await self._connection(host, reader, asyncio.StreamWriter(transport, stream, reader, loop))
