@@ -35,6 +35,7 @@ from app.settings import Settings
 from app.storage import migrate
 from app.storage.engine import Database, build_engine
 from app.storage.tables import metadata, record_leaf_pattern
+from tests.shared_app import SharedApp, replace_with_copy
 
 ADMIN_URL = os.environ.get(
     "OUTBOX_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -302,11 +303,35 @@ QUIET = {"run_coordinator": False, "auto_migrate": False, "console_lag_interval_
          "group_initial_rebalance_delay_ms": 0}
 
 
+def shares_app(request: pytest.FixtureRequest) -> bool:
+    """The test is in a module marked shared_app: its `client` is the module's app of its
+    settings, built once (tests/shared_app.py says what each test gets afresh and what is put
+    back), on a database at the same place for every test, as new."""
+    return request.node.get_closest_marker("shared_app") is not None
+
+
+@pytest.fixture(scope="module")
+def shared_sqlite_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The SQLite database's path in a module whose tests share an app: a new copy of the
+    template in its place before each test."""
+    return tmp_path_factory.mktemp("shared_app") / "outbox.db"
+
+
+@pytest.fixture(scope="module")
+def shared_apps() -> dict[str, SharedApp]:
+    """A module's apps that its tests share, by their settings."""
+    return {}
+
+
 @pytest.fixture(params=BACKENDS)
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
-        path = tmp_path / "outbox.db"
-        shutil.copy(request.getfixturevalue("sqlite_template"), path)
+        if shares_app(request):
+            path = request.getfixturevalue("shared_sqlite_file")
+            replace_with_copy(request.getfixturevalue("sqlite_template"), path)
+        else:
+            path = tmp_path / "outbox.db"
+            shutil.copy(request.getfixturevalue("sqlite_template"), path)
         return f"sqlite:///{path}"
     url = request.getfixturevalue("postgres_url")
     _reset_postgres(request.getfixturevalue("postgres_engine"))
@@ -361,13 +386,26 @@ def services(settings: Settings, database: Database, clock: FakeClock) -> Servic
 
 
 @pytest.fixture
-def client(settings: Settings, clock: FakeClock):  # type: ignore[no-untyped-def]
+def client(settings: Settings, clock: FakeClock, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
     from fastapi.testclient import TestClient
 
     from app.api.app import create_app
 
-    with TestClient(create_app(settings, clock)) as c:
-        yield c
+    if not shares_app(request):
+        with TestClient(create_app(settings, clock)) as c:
+            yield c
+        return
+    apps = request.getfixturevalue("shared_apps")
+    key = settings.model_dump_json()
+    if key not in apps:
+        apps[key] = SharedApp(lambda shared_clock: create_app(settings, shared_clock))
+    shared = apps[key]
+    app = shared.as_built(clock)
+    try:
+        with TestClient(app) as c:
+            yield c
+    finally:
+        shared.as_built(clock)  # fails the test that left state behind, not the next one
 
 
 @pytest.fixture

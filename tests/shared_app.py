@@ -27,7 +27,10 @@ from __future__ import annotations
 
 import collections
 import copy
+import os
+import shutil
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
@@ -97,3 +100,14 @@ class SharedApp:
                              "does not set: say in tests/shared_app.py how to put it back between tests")
         assert self.app.middleware_stack is None  # as built: Starlette builds it anew, fresh middlewares
         return self.app
+
+
+def replace_with_copy(template: Path, path: Path) -> None:
+    """The SQLite file at `path` replaced by a copy of `template`, without the old one's journal:
+    an app shared by tests keeps its database's path, so each test's database is a new file in
+    its place. The last test's app and connections are closed by then; one left open would keep
+    the old file and never see this one."""
+    for leftover in (path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        leftover.unlink(missing_ok=True)
+    shutil.copy(template, path.with_name("copying.db"))
+    os.replace(path.with_name("copying.db"), path)

@@ -29,6 +29,10 @@ from app.kafka.apis import Apis, Broker
 from tests.appender_cases import APPENDERS, CASES, KAFKA, PYTHON, SEND, SQL, Case, Record, Stored, dumps, kafka_bytes
 from tests.helpers import create_topic, init_producer
 
+# Each case's own database, as new, and the app its HTTP Send and Kafka Produce go through
+# built once: the app per case was a third of the module's time.
+pytestmark = pytest.mark.shared_app
+
 
 class Refused(Exception):
     def __init__(self, error_code: str) -> None:

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -38,7 +36,7 @@ from app.settings import Settings
 from tests.conftest import QUIET
 from tests.fuzz.stored import StoredTables, diff
 from tests.helpers import comparable_answer, serve_by_router, spy_on_router
-from tests.shared_app import SharedApp
+from tests.shared_app import SharedApp, replace_with_copy
 
 ROOT = Path(__file__).resolve().parents[2]
 ISSUER, AUDIENCE = "https://login.example", "outbox"
@@ -145,13 +143,7 @@ def world(db_url: str, clock: Any, signing_key: tuple[Any, Path], shared_apps: d
     key, pem = signing_key
     shared, url = _world_app(shared_apps, db_url, pem, tmp_path_factory)
     if url.startswith("sqlite"):
-        # A new file in its place (the last test's app and connections are closed; a connection
-        # left open would keep the old file, never see this one), without the old one's journal.
-        path = Path(url.removeprefix("sqlite:///"))
-        for leftover in (path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
-            leftover.unlink(missing_ok=True)
-        shutil.copy(sqlite_template, path.with_name("copying.db"))
-        os.replace(path.with_name("copying.db"), path)
+        replace_with_copy(sqlite_template, Path(url.removeprefix("sqlite:///")))
     app = shared.as_built(clock)
     try:
         with TestClient(app) as client:

@@ -28,6 +28,11 @@ from app.storage.changes import LogChanges
 from app.storage.tables import record_batches, records
 from tests.helpers import batch, create_topic, fetch, ident, init_producer, send, statements_run, values
 
+# Each test's own database, as new, and one app for the module's tests: an app per test was
+# a large part of a test's time here.
+pytestmark = pytest.mark.shared_app
+
+
 TID = "durable"
 
 

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.helpers import batch, begin, create_topic, fetch, ident, init_producer, send, values
+
+# Each test's own database, as new, and one app for the module's tests: an app per test was
+# a large part of a test's time here.
+pytestmark = pytest.mark.shared_app
 
 
 def _log_end(client, topic: str, partition: int = 0) -> int:  # type: ignore[no-untyped-def]

@@ -20,6 +20,11 @@ from app.domain.errors import InvalidRecord, InvalidRequest, UnknownTopicOrParti
 from app.in_database import OutboxRecord, append
 from tests.helpers import batch, begin, create_topic, fetch, ident, init_producer, send, values
 
+# Each test's own database, as new, and one app for the module's tests: an app per test was
+# a large part of a test's time here.
+pytestmark = pytest.mark.shared_app
+
+
 ORDERS = "CREATE TABLE orders (id INTEGER PRIMARY KEY, total INTEGER NOT NULL)"
 
 

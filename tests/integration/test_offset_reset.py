@@ -8,6 +8,11 @@ import pytest
 
 from tests.helpers import begin, create_topic, init_producer, send
 
+# Each test's own database, as new, and one app for the module's tests: an app per test was
+# a large part of a test's time here.
+pytestmark = pytest.mark.shared_app
+
+
 GROUP = "g"
 
 

@@ -14,6 +14,10 @@ import pytest
 from app.api.json_body import UTF8_CHUNK_BYTES
 from tests.helpers import create_topic
 
+# Each test's own database, as new, and one app for the module's tests: an app per test was
+# most of a test's time here.
+pytestmark = pytest.mark.shared_app
+
 JSON = {"content-type": "application/json"}
 # One body per operation that takes one, each valid once the topic "t" exists.
 OPERATIONS = [

@@ -16,6 +16,11 @@ from app.storage.tables import deleted_topics, group_offsets, producer_partition
 from tests.helpers import batch, begin, create_topic, fetch, ident, init_producer, send, values
 from tests.integration.test_metrics import delta, scrape
 
+# Each test's own database, as new, and one app for the module's tests: an app per test was
+# a large part of a test's time here.
+pytestmark = pytest.mark.shared_app
+
+
 DEFAULT_CONFIG = {"cleanup_policy": "delete", "retention_ms": 604_800_000, "retention_bytes": -1,
                   "delete_retention_ms": 86_400_000, "check_expected_offsets": False, "max_message_bytes": 1_048_588,
                   "value_format": "json"}

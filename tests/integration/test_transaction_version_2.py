@@ -19,6 +19,11 @@ from app.services.transaction_coordinator import TransactionCoordinator
 from app.storage.tables import producers, record_batches, records, transaction_partitions, transactions
 from tests.helpers import batch, begin, create_topic, fetch, ident, init_producer, records_with_batches, send, values
 
+# Each test's own database, as new, and one app for the module's tests: an app per test was
+# a large part of a test's time here.
+pytestmark = pytest.mark.shared_app
+
+
 TID = "v2"
 
 

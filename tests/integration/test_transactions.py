@@ -20,6 +20,10 @@ from tests.helpers import (
     values,
 )
 
+# Each test's own database, as new, and one app for the module's tests: an app per test was
+# a large part of a test's time here.
+pytestmark = pytest.mark.shared_app
+
 
 @pytest.fixture
 def worker(services, clock) -> CoordinatorWorker:  # type: ignore[no-untyped-def]
