@@ -10,7 +10,8 @@ import org.apache.spark.sql.api.java.UDF1;
  * order (spark_jobs/headers_jar.py builds it, spark_jobs/reader/jvm.py parsed_headers uses it).
  *
  * Spark's from_json makes a general JSON parser for every row; over the JVM read's rows that
- * parse cost more than reading the rows from the table (docs/SPARK.md, "The headers' parser").
+ * parse added a third to a half to the time of reading them from the table (docs/SPARK.md,
+ * "The headers' parser").
  * This reads only the shape the service stores, compact or with the whitespace jsonb's print
  * puts between tokens. Any other text (a value that is not a string, a nested value, a
  * duplicate name, an unescaped control character, a bad escape, anything after the object)
