@@ -14,13 +14,14 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import shutil
 import subprocess
 import tempfile
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from spark_jobs.jars import java_tool
 
 logger = logging.getLogger(__name__)
 
@@ -40,12 +41,8 @@ def cache_directory(env: Mapping[str, str] | None = None) -> Path:
 
 
 def javac_executable(env: Mapping[str, str] | None = None) -> str | None:
-    """JAVA_HOME's javac when JAVA_HOME is set (as spark_jobs.jars finds java), else PATH's."""
-    env = os.environ if env is None else env
-    if env.get("JAVA_HOME"):
-        candidate = Path(env["JAVA_HOME"]) / "bin" / "javac"
-        return str(candidate) if candidate.is_file() and os.access(candidate, os.X_OK) else None
-    return shutil.which("javac", path=env.get("PATH"))
+    """The javac of the Java installation Spark's java is found in (spark_jobs.jars)."""
+    return java_tool("javac", env)
 
 
 def _compile_classpath() -> list[Path]:

@@ -220,12 +220,18 @@ def required_java_major(pyspark_version: str) -> int:
 
 def java_executable(env: Mapping[str, str] | None = None) -> str | None:
     """The java Spark's launcher would use: $JAVA_HOME/bin/java, else java on PATH."""
+    return java_tool("java", env)
+
+
+def java_tool(name: str, env: Mapping[str, str] | None = None) -> str | None:
+    """A tool of the Java installation java_executable finds (java, javac): $JAVA_HOME/bin/NAME
+    when JAVA_HOME is set, else NAME on PATH."""
     env = os.environ if env is None else env
     home = env.get("JAVA_HOME")
     if home:
-        candidate = Path(home) / "bin" / "java"
+        candidate = Path(home) / "bin" / name
         return str(candidate) if candidate.is_file() else None
-    return shutil.which("java", path=env.get("PATH"))
+    return shutil.which(name, path=env.get("PATH"))
 
 
 def parse_java_major(version_output: str) -> int | None:
